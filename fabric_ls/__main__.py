@@ -1,0 +1,3 @@
+from fabric_ls.cli import main
+
+raise SystemExit(main())

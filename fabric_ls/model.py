@@ -1,0 +1,133 @@
+"""The values the engine produces: plain dataclasses, no LSP types.
+
+Positions are 0-based lines and 0-based columns counted in Unicode code points
+(Python ``str`` indices). The LSP layer converts columns to UTF-16; the CLI adds 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional, Tuple
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A range in one file: [start, end) in (line, column) order."""
+
+    start_line: int
+    start_col: int
+    end_line: int
+    end_col: int
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One step of evidence: where a value came from and why it matters."""
+
+    path: str
+    span: Span
+    note: str
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    span: Span
+    new_text: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Edits that repair a finding in the user's own code."""
+
+    title: str
+    edits: Tuple[TextEdit, ...]
+    safe: bool
+
+
+@dataclass(frozen=True)
+class StrategyCandidate:
+    """One strategy a ``Fabric(...)`` can get, and under which condition.
+
+    ``class_name`` is the runtime class (``DeepSpeedStrategy``), or ``None`` when
+    the strategy cannot be known statically (``unknown_reason`` says why).
+    """
+
+    class_name: Optional[str]
+    registry_name: Optional[str] = None
+    zero_stage: Optional[int] = None
+    options: Tuple[Tuple[str, object], ...] = ()
+    condition: Optional[str] = None
+    provenance: Tuple[Origin, ...] = ()
+    unknown_reason: Optional[str] = None
+    # The user class name when a subclass of a Lightning strategy is used.
+    user_class: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        """Short human label: ``DeepSpeedStrategy · ZeRO-3``."""
+        if self.class_name is None:
+            return "unknown"
+        name = self.user_class or self.class_name
+        if self.zero_stage is not None:
+            return f"{name} · ZeRO-{self.zero_stage}"
+        return name
+
+
+@dataclass(frozen=True)
+class FabricSite:
+    """A ``Fabric(...)`` construction and the strategies it can get."""
+
+    path: str
+    span: Span
+    candidates: Tuple[StrategyCandidate, ...]
+
+    @property
+    def label(self) -> str:
+        parts = []
+        for candidate in self.candidates:
+            text = candidate.label
+            if candidate.condition:
+                text += f"  ({candidate.condition})"
+            parts.append(text)
+        return " | ".join(parts) if parts else "unknown"
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A Fabric API call bound to the Fabric object it is made on (for hover)."""
+
+    path: str
+    span: Span
+    method: str
+    fabric_span: Optional[Span]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A mistake Lightning would raise at run time, found in the source."""
+
+    code: str
+    path: str
+    span: Span
+    severity: Severity
+    message: str
+    strategy: str
+    condition: Optional[str] = None
+    related: Tuple[Origin, ...] = ()
+    fix: Optional[Fix] = None
+
+
+@dataclass
+class Analysis:
+    """Everything the engine learned about one file."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    fabric_sites: list[FabricSite] = field(default_factory=list)
+    call_sites: list[CallSite] = field(default_factory=list)
+    # Set when the file does not parse; findings then cover what still parses.
+    syntax_error: Optional[str] = None
+    # Files (besides this one) whose content the result depends on.
+    dependencies: tuple[str, ...] = ()
