@@ -1,36 +1,249 @@
-"""The engine's public face: analyse sources and files. (Skeleton; filled in next.)"""
+"""The engine's public face: analyse a script's text, a file, or a tree of files.
+
+parse → explore (interpreter runs, rules on each Fabric call) → merge runs →
+findings with severity, condition, evidence and fix. No LSP types here.
+"""
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+import ast
+import os
+import re
+from typing import Iterable, Iterator, Optional
 
-from fabric_ls.model import Analysis, Finding
+from fabric_ls import rules
+from fabric_ls.events import CallEvent, FabricState, Violation
+from fabric_ls.explore import MergedFinding, explore, merge_findings, site_conditions
+from fabric_ls.model import Analysis, CallSite, FabricSite, Finding, Origin, Span, StrategyCandidate
+from fabric_ls.project import Project
+from fabric_ls.records import get_record
 from fabric_ls.settings import Settings
+from fabric_ls.source import ParsedSource, parse_source
+from fabric_ls.strategies import MATRIX_NAMES
+
+__all__ = ["Project", "analyze_source", "analyze_file", "portability", "iter_python_files", "warm_up"]
+
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+_IGNORE = re.compile(r"#\s*fabric-ls:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
+# Files larger than this are not analysed (a message says so).
+MAX_FILE_BYTES = 5_000_000
+_SKIP_DIRS = {"node_modules", "__pycache__", "build", "dist", "site-packages", "venv", "env"}
 
 
-class Project:
-    """A workspace: roots for import resolution, the Python environment jedi uses, caches."""
+def warm_up() -> None:
+    """Load records and jedi so the first request is fast."""
+    from fabric_ls.jedi_bridge import warm_up as warm_jedi
+    from fabric_ls.records import load_records
 
-    def __init__(self, roots: Iterable[str] = (), python: Optional[str] = None) -> None:
-        self.roots = [str(r) for r in roots]
-        self.python = python
-
-    def invalidate(self, path: str) -> None:
-        """Forget what was read from ``path`` (changed in the editor or on disk)."""
-
-    def set_overlay(self, path: str, source: Optional[str]) -> None:
-        """Use ``source`` (an unsaved editor buffer) for ``path``; None drops the overlay."""
+    load_records()
+    warm_jedi()
 
 
 def analyze_source(
     source: str, path: str, settings: Settings = Settings(), project: Optional[Project] = None
 ) -> Analysis:
     """Analyse one script's text; ``path`` locates it for imports and messages."""
-    return Analysis(path=path)
+    return _analyze(source, path, settings, project, settings.strategy, force=False)
+
+
+def analyze_file(path: str, settings: Settings = Settings(), project: Optional[Project] = None) -> Analysis:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        return Analysis(path=path, syntax_error=f"cannot read file: {error.strerror or error}")
+    return analyze_source(raw.decode("utf-8", errors="replace"), path, settings, project)
 
 
 def portability(
     source: str, path: str, settings: Settings = Settings(), project: Optional[Project] = None
 ) -> dict[str, list[Finding]]:
     """For each registry strategy, the findings the script would get if it were chosen."""
-    return {}
+    result: dict[str, list[Finding]] = {}
+    for name in MATRIX_NAMES:
+        analysis = _analyze(source, path, settings, project, name, force=True)
+        result[name] = [f for f in analysis.findings if f.code != "FAB009" and f.code not in ("FAB018", "FAB019")]
+    return result
+
+
+def _analyze(source: str, path: str, settings: Settings, project: Optional[Project], assumed: Optional[str],
+             force: bool) -> Analysis:
+    path = os.path.abspath(path) if not path.startswith("<") else path
+    if len(source) > MAX_FILE_BYTES:
+        return Analysis(path=path, notes=[f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not analysed"])
+    if project is None:
+        project = Project([os.path.dirname(path)] if not path.startswith("<") else [])
+    parsed = parse_source(source, path)
+    wanted = frozenset(rule for rule in rules.BY_ID if settings.wants(rule))
+
+    def check(event: CallEvent) -> Optional[tuple[str, Violation]]:
+        return rules.first_violation(event, wanted)
+
+    exploration = explore(project, parsed, check, assumed, force)
+    analysis = Analysis(path=path, syntax_error=parsed.syntax_error)
+    analysis.dependencies = tuple(sorted(exploration.dependencies))
+    if exploration.incomplete:
+        analysis.notes.append("the script has more paths than fabric-ls follows; some were not checked")
+    analysis.notes.extend(project.jedi_failures())
+
+    for merged in merge_findings(exploration, _span_of):
+        finding = _finding(merged, settings)
+        if finding is None or _suppressed(merged.event.parsed, finding):
+            continue
+        if finding.path == path:
+            analysis.findings.append(finding)
+        else:
+            analysis.other_findings.append(finding)
+    analysis.findings.sort(key=lambda f: (f.span, f.code))
+    analysis.fabric_sites = _fabric_sites(exploration, parsed)
+    analysis.call_sites = _call_sites(exploration, path)
+    return analysis
+
+
+def _span_of(event: CallEvent, violation: Violation) -> tuple[str, Span]:
+    return event.parsed.path, event.parsed.span(violation.node)
+
+
+def _strategy_origins(state: FabricState) -> tuple[Origin, ...]:
+    origins: list[Origin] = []
+    if state.node is not None and state.parsed is not None:
+        origins.append(Origin(state.path, state.parsed.span(state.node), "Fabric(...) created here"))
+    for origin in state.provenance:
+        if isinstance(origin, Origin) and origin not in origins:
+            origins.append(origin)
+    return tuple(origins)
+
+
+def _finding(merged: MergedFinding, settings: Settings) -> Optional[Finding]:
+    record = get_record(merged.rule)
+    event = merged.event
+    state = event.fabric
+    strategy_label = " or ".join(merged.strategies)
+    args = {"strategy": state.strategy.user_class or state.strategy.class_name or "strategy", **merged.violation.args}
+    try:
+        message = record.format_message(**args)
+    except KeyError:
+        message = record.title
+    details = []
+    if state.strategy.class_name is not None and merged.rule not in ("FAB007", "FAB008", "FAB015", "FAB017"):
+        where = _where(state, event.parsed.path)
+        details.append(f"strategy {strategy_label}{where}")
+    if merged.condition:
+        details.append(f"when {merged.condition}")
+    if state.strategy.assumed:
+        details.append("strategy assumed from the `strategy` setting")
+    if details:
+        message = f"{message} [{'; '.join(details)}]"
+    default = getattr(rules.BY_ID[merged.rule], "DEFAULT_SEVERITY", None) or record.severity
+    severity = default if merged.always else "warning"
+    if severity == "error" and state.strategy.assumed:
+        severity = "warning"
+    severity = settings.severity_for(merged.rule, severity)
+    if severity == "off":
+        return None
+    path, span = _span_of(event, merged.violation)
+    return Finding(
+        code=merged.rule,
+        path=path,
+        span=span,
+        severity=severity,  # type: ignore[arg-type]
+        message=message,
+        strategy=strategy_label,
+        condition=merged.condition,
+        related=_strategy_origins(state),
+        fix=merged.violation.fix,
+    )
+
+
+def _where(state: FabricState, here: str) -> str:
+    if state.node is None:
+        return ""
+    line = state.node.lineno
+    if state.path == here:
+        return f" (Fabric at line {line})"
+    return f" (Fabric at {os.path.basename(state.path)}:{line})"
+
+
+def _suppressed(parsed: ParsedSource, finding: Finding) -> bool:
+    for line0 in {finding.span.start_line, finding.span.end_line}:
+        text = parsed.line_text(line0)
+        if "#" not in text:
+            continue
+        for pattern in (_NOQA, _IGNORE):
+            for match in pattern.finditer(text):
+                codes = match.group("codes")
+                if not codes:
+                    return True
+                listed = {c.strip().upper() for c in re.split(r"[\s,]+", codes) if c.strip()}
+                if finding.code in listed:
+                    return True
+    return False
+
+
+def _fabric_sites(exploration, parsed: ParsedSource) -> list[FabricSite]:  # type: ignore[no-untyped-def]
+    sites: list[FabricSite] = []
+    for (path, _line, _col), items in site_conditions(exploration).items():
+        if path != parsed.path:
+            continue
+        state = items[0][0]
+        candidates = []
+        for item_state, condition in items:
+            strategy = item_state.strategy
+            candidates.append(
+                StrategyCandidate(
+                    class_name=strategy.class_name,
+                    registry_name=strategy.registry_name,
+                    zero_stage=strategy.zero_stage,
+                    options=tuple((k, v) for k, v in strategy.options if _plain(v)),
+                    condition=condition,
+                    provenance=_strategy_origins(item_state),
+                    unknown_reason=strategy.unknown_reason if strategy.class_name is None else None,
+                    user_class=strategy.user_class,
+                )
+            )
+        sites.append(FabricSite(path, parsed.span(state.node), tuple(candidates)))
+    sites.sort(key=lambda s: s.span)
+    return sites
+
+
+def _plain(value: object) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None)))
+
+
+def _call_sites(exploration, path: str) -> list[CallSite]:  # type: ignore[no-untyped-def]
+    seen: dict[Span, CallSite] = {}
+    for run in exploration.runs:
+        for event in run.calls:
+            if event.parsed.path != path or event.method == "Fabric":
+                continue
+            node: ast.AST = event.node
+            if isinstance(event.node.func, ast.Attribute) and event.method != "tensor.backward":
+                node = event.node
+            span = event.parsed.span(node)
+            if span in seen:
+                continue
+            state = event.fabric
+            fabric_span = None
+            if state.node is not None and state.path == path:
+                fabric_span = event.parsed.span(state.node)
+            seen[span] = CallSite(path, span, event.method, fabric_span)
+    return sorted(seen.values(), key=lambda c: c.span)
+
+
+def iter_python_files(paths: Iterable[str]) -> Iterator[str]:
+    """Python files under ``paths``, skipping virtualenvs, hidden and build folders."""
+    for path in paths:
+        if os.path.isfile(path):
+            yield path
+            continue
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if not d.startswith(".")
+                and d not in _SKIP_DIRS
+                and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
+            )
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    yield os.path.join(folder, name)

@@ -1,23 +1,269 @@
-"""Apply text edits to a source string."""
+"""Fixes as minimal text edits on the user's own code, and applying them.
+
+Every builder returns None when the code is not in a shape it can rewrite
+faithfully; a missing fix is better than a wrong one.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+import ast
+import re
+from typing import Optional, Sequence
 
-from fabric_ls.model import TextEdit
+from fabric_ls.events import CallEvent, StatementPlace
+from fabric_ls.model import Fix, Span, TextEdit
+from fabric_ls.records import get_record
+from fabric_ls.source import ParsedSource
+from fabric_ls.values import Obj, SetupOptimizer
+
+_SAFE = "safe"
 
 
-def _offset(lines: list[str], line: int, col: int) -> int:
-    return sum(len(text) for text in lines[:line]) + col
+def _offsets(source: str) -> list[int]:
+    starts = [0]
+    for match in re.finditer(r"\r\n|\r|\n", source):
+        starts.append(match.end())
+    return starts
 
 
 def apply_edits(source: str, edits: Sequence[TextEdit]) -> str:
     """Apply non-overlapping edits (positions in code points), last first."""
-    lines = source.splitlines(keepends=True) or [""]
-    ordered = sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True)
+    starts = _offsets(source)
+
+    def offset(line: int, col: int) -> int:
+        if line >= len(starts):
+            return len(source)
+        return min(starts[line] + col, len(source))
+
     result = source
-    for edit in ordered:
-        start = _offset(lines, edit.span.start_line, edit.span.start_col)
-        end = _offset(lines, edit.span.end_line, edit.span.end_col)
+    for edit in sorted(edits, key=lambda e: (e.span.start_line, e.span.start_col), reverse=True):
+        start = offset(edit.span.start_line, edit.span.start_col)
+        end = offset(edit.span.end_line, edit.span.end_col)
         result = result[:start] + edit.new_text + result[end:]
     return result
+
+
+def _fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optional[Fix]:
+    spec = get_record(rule).fix
+    if spec is None or not edits:
+        return None
+    is_safe = spec.safety == _SAFE if safe is None else (safe and spec.safety == _SAFE)
+    return Fix(spec.title, tuple(edits), is_safe)
+
+
+def _newline(parsed: ParsedSource) -> str:
+    for line in parsed.lines:
+        if line.endswith("\r\n"):
+            return "\r\n"
+        if line.endswith("\n"):
+            return "\n"
+    return "\n"
+
+
+def _alone_on_lines(parsed: ParsedSource, statement: ast.stmt) -> bool:
+    """The statement owns its lines: nothing before it, only a newline after it."""
+    span = parsed.span(statement)
+    before = parsed.line_text(span.start_line)[: span.start_col]
+    after = parsed.line_text(span.end_line)[span.end_col :]
+    return not before.strip() and not after.strip()
+
+
+def _delete_lines(parsed: ParsedSource, statement: ast.stmt) -> TextEdit:
+    span = parsed.span(statement)
+    if span.end_line + 1 < len(parsed.lines):
+        return TextEdit(Span(span.start_line, 0, span.end_line + 1, 0), "")
+    # Last line of the file: also remove the newline that ended the line before.
+    if span.start_line > 0:
+        previous = parsed.line_text(span.start_line - 1).rstrip("\r\n")
+        return TextEdit(Span(span.start_line - 1, len(previous), span.end_line, span.end_col), "")
+    return TextEdit(Span(span.start_line, 0, span.end_line, span.end_col), "")
+
+
+def _indent(parsed: ParsedSource, statement: ast.stmt) -> str:
+    line = parsed.line_text(parsed.span(statement).start_line)
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _single_target(statement: ast.stmt) -> Optional[str]:
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id
+    return None
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace]) -> bool:
+    return first is not None and second is not None and first.block is second.block and first.index < second.index
+
+
+def join_setup_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB001: ``model = setup_module(m)`` + ``opt = setup_optimizers(o)`` → ``model, opt = setup(m, o)``."""
+    place = event.place
+    parsed = event.parsed
+    if place is None or place.statement is None or not event.fabric_text or len(event.args) != 1:
+        return None
+    statement = place.statement
+    optimizer_name = _single_target(statement)
+    if optimizer_name is None or statement.value is not event.node:  # type: ignore[attr-defined]
+        return None
+    optimizer = event.args[0]
+    inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
+    if not isinstance(inner, Obj) or not inner.params:
+        return None
+    model = inner.params[0].source
+    setup_place = model.setup_place
+    if not _same_block(setup_place, place):
+        return None
+    setup_statement = setup_place.statement  # type: ignore[union-attr]
+    model_name = _single_target(setup_statement)
+    setup_call = getattr(setup_statement, "value", None)
+    if model_name is None or not isinstance(setup_call, ast.Call) or len(setup_call.args) != 1:
+        return None
+    if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr != "setup_module":
+        return None
+    if not _alone_on_lines(parsed, setup_statement):
+        return None
+    module_arg = setup_call.args[0]
+    edits: list[TextEdit] = []
+    if isinstance(module_arg, ast.Name):
+        if module_arg.id != model_name:
+            return None
+        edits.append(_delete_lines(parsed, setup_statement))
+    else:
+        edits.append(TextEdit(parsed.span(setup_call), parsed.segment(module_arg)))
+    # Code between the two calls that uses the set-up model would now see the raw one.
+    between = place.block[setup_place.index + 1 : place.index]  # type: ignore[union-attr]
+    safe = not any(model_name in _names_in(s) for s in between)
+    optimizer_text = parsed.segment(event.node.args[0]) if event.node.args else ""
+    if not optimizer_text:
+        return None
+    new_text = f"{model_name}, {optimizer_name} = {event.fabric_text}.setup({model_name}, {optimizer_text})"
+    edits.append(TextEdit(parsed.span(statement), new_text))
+    return _fix("FAB001", edits, safe)
+
+
+def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
+    """FAB002/FAB011: ``model, opt = setup(model, opt)`` → setup_module, build the optimizer, setup_optimizers."""
+    place = event.place
+    parsed = event.parsed
+    if place is None or not event.fabric_text or len(event.node.args) != 2 or event.node.keywords:
+        return None
+    statement = place.statement
+    if not isinstance(statement, ast.Assign) or statement.value is not event.node or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0]
+    if not isinstance(target, ast.Tuple) or len(target.elts) != 2:
+        return None
+    if not all(isinstance(e, ast.Name) for e in target.elts):
+        return None
+    model_target, optimizer_target = (e.id for e in target.elts)  # type: ignore[attr-defined]
+    model_arg, optimizer_arg = event.node.args
+    if not isinstance(model_arg, ast.Name) or model_arg.id != model_target:
+        return None
+    indent = _indent(parsed, statement)
+    newline = _newline(parsed)
+    fabric = event.fabric_text
+    edits: list[TextEdit] = []
+    lines = [f"{model_target} = {fabric}.setup_module({model_target})"]
+    if isinstance(optimizer_arg, ast.Name):
+        optimizer = event.args[1]
+        inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
+        created = inner.created_place if isinstance(inner, Obj) else None
+        if not _same_block(created, place) or not _alone_on_lines(parsed, created.statement):  # type: ignore
+            return None
+        if _single_target(created.statement) != optimizer_arg.id:  # type: ignore[union-attr]
+            return None
+        between = place.block[created.index + 1 : place.index]  # type: ignore[union-attr]
+        if any(optimizer_arg.id in _names_in(s) for s in between):
+            return None
+        edits.append(_delete_lines(parsed, created.statement))  # type: ignore[union-attr]
+        lines.append(parsed.segment(created.statement))  # type: ignore[union-attr]
+        lines.append(f"{optimizer_target} = {fabric}.setup_optimizers({optimizer_arg.id})")
+    else:
+        lines.append(f"{optimizer_target} = {fabric}.setup_optimizers({parsed.segment(optimizer_arg)})")
+    edits.append(TextEdit(parsed.span(statement), (newline + indent).join(lines)))
+    return _fix(rule, edits)
+
+
+def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
+    """FAB010/FAB012: build the optimizer after ``model = fabric.setup_module(model)``."""
+    place = event.place
+    parsed = event.parsed
+    if place is None or len(event.args) != 1:
+        return None
+    optimizer = event.args[0]
+    inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
+    if not isinstance(inner, Obj) or not inner.params:
+        return None
+    created = inner.created_place
+    model = inner.params[0].source
+    setup_place = model.setup_place
+    if not (_same_block(created, setup_place) and _same_block(setup_place, place)):
+        return None
+    model_name = _single_target(setup_place.statement)  # type: ignore[union-attr]
+    setup_call = getattr(setup_place.statement, "value", None)  # type: ignore[union-attr]
+    if model_name is None or not isinstance(setup_call, ast.Call) or not setup_call.args:
+        return None
+    if not isinstance(setup_call.args[0], ast.Name) or setup_call.args[0].id != model_name:
+        return None
+    if not _alone_on_lines(parsed, created.statement):  # type: ignore[union-attr]
+        return None
+    optimizer_name = _single_target(created.statement)  # type: ignore[union-attr]
+    if optimizer_name is None:
+        return None
+    between = place.block[created.index + 1 : setup_place.index]  # type: ignore[union-attr]
+    if any(optimizer_name in _names_in(s) for s in between):
+        return None
+    setup_span = parsed.span(setup_place.statement)  # type: ignore[union-attr]
+    text = _newline(parsed) + _indent(parsed, setup_place.statement) + parsed.segment(created.statement)  # type: ignore
+    return _fix(rule, [
+        _delete_lines(parsed, created.statement),  # type: ignore[union-attr]
+        TextEdit(Span(setup_span.end_line, setup_span.end_col, setup_span.end_line, setup_span.end_col), text),
+    ])
+
+
+def keyword_fix(rule: str, parsed: ParsedSource, call: Optional[ast.Call], keyword: str, new_text: str,
+                position: Optional[int] = None) -> Optional[Fix]:
+    """Replace the value of ``keyword=`` (or the positional argument) in ``call``."""
+    if call is None:
+        return None
+    for item in call.keywords:
+        if item.arg == keyword:
+            return _fix(rule, [TextEdit(parsed.span(item.value), new_text)])
+    if position is not None and len(call.args) > position:
+        return _fix(rule, [TextEdit(parsed.span(call.args[position]), new_text)])
+    return None
+
+
+def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB016: ``loss.backward()`` → ``fabric.backward(loss)``."""
+    node = event.node
+    if not event.fabric_text or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
+        return None
+    tensor = event.parsed.segment(node.func.value)
+    return _fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
+
+
+def pass_callable_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB017: ``fabric.launch(main())`` → ``fabric.launch(main)``."""
+    if not event.node.args:
+        return None
+    argument = event.node.args[0]
+    if not isinstance(argument, ast.Call) or argument.args or argument.keywords:
+        return None
+    return _fix("FAB017", [TextEdit(event.parsed.span(argument), event.parsed.segment(argument.func))])
+
+
+def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB009: call ``fabric.launch()`` right after the Fabric is created."""
+    place = event.fabric.place
+    if place is None or event.fabric.path != event.parsed.path:
+        return None
+    name = _single_target(place.statement)
+    if name is None or not _alone_on_lines(event.parsed, place.statement):
+        return None
+    span = event.parsed.span(place.statement)
+    text = _newline(event.parsed) + _indent(event.parsed, place.statement) + f"{name}.launch()"
+    return _fix("FAB009", [TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Tuple
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "information", "hint"]
 
 
 @dataclass(frozen=True, order=True)
@@ -131,3 +131,7 @@ class Analysis:
     syntax_error: Optional[str] = None
     # Files (besides this one) whose content the result depends on.
     dependencies: tuple[str, ...] = ()
+    # Findings in other files (helper modules) reached from this script.
+    other_findings: list[Finding] = field(default_factory=list)
+    # Something limited the analysis (path budget, jedi time-outs): said, never hidden.
+    notes: list[str] = field(default_factory=list)

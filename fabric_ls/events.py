@@ -1,0 +1,67 @@
+"""What the interpreter hands to the rules: one Fabric API call, as it happens."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from fabric_ls.resolve_strategy import ResolvedStrategy
+from fabric_ls.source import ParsedSource
+from fabric_ls.values import Value
+
+
+@dataclass
+class FabricState:
+    """One Fabric object in one run: its strategy and what has been done to it."""
+
+    path: str
+    node: ast.Call
+    strategy: ResolvedStrategy
+    provenance: tuple[Any, ...] = ()
+    launched: bool = False
+    launch_count: int = 0
+    models_setup: int = 0
+    # Where the Fabric(...) statement and the strategy object's call are, for fixes.
+    place: Optional["StatementPlace"] = None
+    parsed: Optional[ParsedSource] = None
+    strategy_call: Optional[ast.Call] = None
+    strategy_path: str = ""
+
+
+@dataclass
+class StatementPlace:
+    """Where a statement sits: its block (a list of statements) and index, for fixes."""
+
+    statement: ast.stmt
+    block: list[ast.stmt]
+    index: int
+
+
+@dataclass
+class CallEvent:
+    """A call on a Fabric object (or ``loss.backward()`` on a model output)."""
+
+    method: str
+    node: ast.Call
+    parsed: ParsedSource
+    fabric: FabricState
+    args: list[Value]
+    keywords: dict[str, Value]
+    place: Optional[StatementPlace]
+    # Source text that names the Fabric object here (``fabric``, ``self.fabric``).
+    fabric_text: str = "fabric"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def strategy(self) -> ResolvedStrategy:
+        return self.fabric.strategy
+
+
+@dataclass
+class Violation:
+    """A rule's verdict on one event: where, the message arguments, and the fix plan."""
+
+    node: ast.AST
+    args: dict[str, Any] = field(default_factory=dict)
+    fix: Any = None  # fabric_ls.model.Fix, built by the rule from fabric_ls.fixes helpers

@@ -1,0 +1,93 @@
+"""The only module that talks to jedi: where does an imported module live?
+
+jedi knows the project's sys.path, the chosen environment's site-packages,
+namespace packages and stubs. Answers are cached per (importing folder, module).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from functools import lru_cache
+from typing import Optional
+
+log = logging.getLogger(__name__)
+
+# A jedi call that takes longer than this is abandoned for the import-path fallback.
+JEDI_TIMEOUT_S = 2.0
+
+
+@lru_cache(maxsize=16)
+def _project(root: str, python: Optional[str]):  # type: ignore[no-untyped-def]
+    import jedi
+
+    environment_path = None
+    if python:
+        environment_path = python
+    try:
+        return jedi.Project(root, environment_path=environment_path, smart_sys_path=True)
+    except Exception as error:  # broken venv, missing interpreter
+        log.warning("jedi cannot use the environment %r (%s); using the server's own", python, error)
+        return jedi.Project(root, smart_sys_path=True)
+
+
+class JediLocator:
+    """Find a module's file with jedi, with a time limit and a cache."""
+
+    def __init__(self, root: str, python: Optional[str] = None) -> None:
+        self.root = root
+        self.python = python
+        self._cache: dict[tuple[str, str], Optional[str]] = {}
+        self.failures: list[str] = []
+        # After one hang jedi is not used again: it is not thread-safe.
+        self.disabled = False
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    def find_module(self, dotted: str, from_path: str) -> Optional[str]:
+        key = (os.path.dirname(from_path), dotted)
+        if key in self._cache:
+            return self._cache[key]
+        if self.disabled:
+            return None
+        found = self._goto_module(dotted, from_path)
+        self._cache[key] = found
+        return found
+
+    def _goto_module(self, dotted: str, from_path: str) -> Optional[str]:
+        result: list[Optional[str]] = [None]
+
+        def work() -> None:
+            try:
+                import jedi
+
+                code = f"import {dotted}\n"
+                script = jedi.Script(code, path=from_path, project=_project(self.root, self.python))
+                names = script.goto(1, len(code) - 2, follow_imports=True)
+                for name in names:
+                    if name.module_path is not None:
+                        result[0] = str(name.module_path)
+                        return
+            except Exception as error:  # jedi bugs must never reach the user
+                self.failures.append(f"jedi failed on `import {dotted}`: {error}")
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        thread.join(JEDI_TIMEOUT_S)
+        if thread.is_alive():
+            self.disabled = True
+            self.failures.append(f"jedi took over {JEDI_TIMEOUT_S}s on `import {dotted}`; used the import path")
+            return None
+        return result[0]
+
+
+def warm_up() -> None:
+    """Import jedi and parse a small script so the first real request is fast."""
+    try:
+        import jedi
+
+        jedi.Script("import os\nos.path\n").goto(2, 3)
+    except Exception:  # warming is best effort
+        pass

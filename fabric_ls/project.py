@@ -1,0 +1,169 @@
+"""A workspace: where modules live, their parsed text, and who imports whom."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+from fabric_ls.jedi_bridge import JediLocator
+from fabric_ls.source import ParsedSource, parse_source
+
+# Packages interpreted by their import path alone; never parsed.
+EXTERNAL_PREFIXES = (
+    "torch",
+    "lightning",
+    "lightning_fabric",
+    "pytorch_lightning",
+    "lightning_utilities",
+    "numpy",
+    "transformers",
+    "deepspeed",
+    "torch_xla",
+    "os",
+    "sys",
+    "argparse",
+    "typing",
+    "dataclasses",
+    "functools",
+    "math",
+    "time",
+    "json",
+    "pathlib",
+    "logging",
+)
+
+# A helper module bigger than this is not parsed for values.
+MAX_HELPER_BYTES = 2_000_000
+
+
+def is_external(dotted: str) -> bool:
+    head = dotted.split(".", 1)[0]
+    return head in EXTERNAL_PREFIXES
+
+
+class Project:
+    """Roots for import resolution, the Python environment jedi uses, and caches.
+
+    ``set_overlay`` makes an unsaved editor buffer win over the file on disk.
+    """
+
+    def __init__(self, roots: Iterable[str] = (), python: Optional[str] = None) -> None:
+        self.roots = [os.path.abspath(str(r)) for r in roots]
+        self.python = python
+        self._overlays: dict[str, str] = {}
+        self._parsed: dict[str, tuple[object, ParsedSource]] = {}
+        self._locators: dict[str, JediLocator] = {}
+        self.messages: list[str] = []
+
+    def root_for(self, path: str) -> str:
+        absolute = os.path.abspath(path)
+        best = ""
+        for root in self.roots:
+            if (absolute == root or absolute.startswith(root + os.sep)) and len(root) > len(best):
+                best = root
+        return best or os.path.dirname(absolute)
+
+    def set_overlay(self, path: str, source: Optional[str]) -> None:
+        key = os.path.abspath(path)
+        if source is None:
+            self._overlays.pop(key, None)
+        else:
+            self._overlays[key] = source
+        self._parsed.pop(key, None)
+
+    def invalidate(self, path: str) -> None:
+        key = os.path.abspath(path)
+        self._parsed.pop(key, None)
+        for locator in self._locators.values():
+            locator.clear()
+
+    def read(self, path: str) -> Optional[ParsedSource]:
+        """The parsed text of a helper module (overlay first), or None if unreadable."""
+        key = os.path.abspath(path)
+        overlay = self._overlays.get(key)
+        if overlay is not None:
+            stamp: object = ("overlay", hash(overlay))
+        else:
+            try:
+                status = os.stat(key)
+            except OSError:
+                return None
+            if status.st_size > MAX_HELPER_BYTES:
+                return None
+            stamp = (status.st_mtime_ns, status.st_size)
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        if overlay is not None:
+            text = overlay
+        else:
+            try:
+                with open(key, "rb") as handle:
+                    text = handle.read().decode("utf-8", errors="replace")
+            except OSError:
+                return None
+        parsed = parse_source(text, key)
+        self._parsed[key] = (stamp, parsed)
+        return parsed
+
+    def _locator(self, from_path: str) -> JediLocator:
+        root = self.root_for(from_path)
+        locator = self._locators.get(root)
+        if locator is None:
+            locator = self._locators[root] = JediLocator(root, self.python)
+        return locator
+
+    def find_module(self, dotted: str, from_path: str, level: int = 0) -> Optional[str]:
+        """The file of a workspace module imported from ``from_path``, or None.
+
+        Relative imports and folders near the script are tried first (cheap);
+        jedi finds the rest. Files outside the workspace are left alone.
+        """
+        if level == 0 and is_external(dotted):
+            return None
+        parts = [p for p in dotted.split(".") if p]
+        if level:
+            base = os.path.dirname(os.path.abspath(from_path))
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            return _module_file(base, parts)
+        bases = [os.path.dirname(os.path.abspath(from_path))]
+        root = self.root_for(from_path)
+        for candidate in [root, *self.roots]:
+            if candidate not in bases:
+                bases.append(candidate)
+        for base in bases:
+            found = _module_file(base, parts)
+            if found:
+                return found
+        found = self._locator(from_path).find_module(dotted, from_path)
+        if found and found.endswith(".py") and self._inside_workspace(found, from_path):
+            return found
+        return None
+
+    def _inside_workspace(self, path: str, from_path: str) -> bool:
+        absolute = os.path.abspath(path)
+        if "site-packages" in absolute.split(os.sep):
+            return False
+        root = self.root_for(from_path)
+        return absolute.startswith(root + os.sep)
+
+    def jedi_failures(self) -> list[str]:
+        failures: list[str] = []
+        for locator in self._locators.values():
+            failures.extend(locator.failures)
+            locator.failures.clear()
+        return failures
+
+
+def _module_file(base: str, parts: list[str]) -> Optional[str]:
+    if not parts:
+        init = os.path.join(base, "__init__.py")
+        return init if os.path.isfile(init) else None
+    stem = os.path.join(base, *parts)
+    if os.path.isfile(stem + ".py"):
+        return stem + ".py"
+    init = os.path.join(stem, "__init__.py")
+    if os.path.isfile(init):
+        return init
+    return None

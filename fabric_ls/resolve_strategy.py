@@ -1,0 +1,241 @@
+"""From the arguments of one ``Fabric(...)`` call to the strategy Lightning builds.
+
+Follows ``_Connector`` (connector.py in lightning 2.6.6): registry lookup,
+``"auto"`` selection from accelerator and devices, the TPU and CPU fallbacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from fabric_ls.strategies import REGISTRY, is_subclass
+
+PRECISION_ALIASES = {"16": "16-mixed", "bf16": "bf16-mixed", "32": "32-true", "64": "64-true"}
+PRECISIONS = (
+    "transformer-engine",
+    "transformer-engine-float16",
+    "16-true",
+    "16-mixed",
+    "bf16-true",
+    "bf16-mixed",
+    "32-true",
+    "64-true",
+)
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    """The constant arguments of a ``Fabric(...)`` call (None where not constant)."""
+
+    strategy_name: Optional[str] = None  # a string argument, lower-cased
+    strategy_class: Optional[str] = None  # a strategy object's Lightning class
+    strategy_user_class: Optional[str] = None
+    strategy_options: tuple[tuple[str, Any], ...] = ()
+    strategy_package: str = "lightning.fabric"
+    strategy_given: bool = False
+    strategy_known: bool = True
+    accelerator: Optional[str] = "auto"
+    devices: Any = "auto"
+    devices_known: bool = True
+    num_nodes: Any = 1
+    precision: Any = None
+    precision_known: bool = True
+    fabric_package: str = "lightning.fabric"
+    script_dir: str = ""
+
+
+@dataclass(frozen=True)
+class ResolvedStrategy:
+    """What ``Fabric(...)`` builds in one run, or why that cannot be known."""
+
+    class_name: Optional[str]
+    registry_name: Optional[str] = None
+    user_class: Optional[str] = None
+    zero_stage: Optional[int] = None
+    start_method: Optional[str] = None
+    options: tuple[tuple[str, Any], ...] = ()
+    accelerator: Optional[str] = None  # "cuda" | "cpu" | "tpu" | "mps" | None (unknown)
+    device_count: Optional[int] = None
+    precision: Optional[str] = None  # unified name, None when unknown
+    unknown_reason: Optional[str] = None
+    assumed: bool = False
+    # Constructor problems: (rule, message args), in Lightning's order.
+    problems: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = field(default=())
+
+    def is_a(self, base: str) -> bool:
+        return self.class_name is not None and is_subclass(self.class_name, base)
+
+    @property
+    def label(self) -> str:
+        if self.class_name is None:
+            return "unknown"
+        name = self.user_class or self.class_name
+        return f"{name} · ZeRO-{self.zero_stage}" if self.zero_stage is not None else name
+
+    def option(self, name: str, default: Any = None) -> Any:
+        for key, value in self.options:
+            if key == name:
+                return value
+        return default
+
+
+def _count_devices(devices: Any) -> Optional[int]:
+    if isinstance(devices, bool):
+        return None
+    if isinstance(devices, int):
+        return devices if devices >= 0 else None
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    if isinstance(devices, str):
+        text = devices.strip()
+        if text in ("auto", "-1"):
+            return None
+        if "," in text:
+            return len([part for part in text.split(",") if part.strip()])
+        if text.isdigit():
+            return int(text)
+    return None
+
+
+def _normal_accelerator(accelerator: Any) -> Optional[str]:
+    if accelerator is None:
+        return "auto"
+    if not isinstance(accelerator, str):
+        return None
+    name = accelerator.lower()
+    return "cuda" if name == "gpu" else name
+
+
+def _normal_precision(precision: Any) -> Optional[str]:
+    if precision is None:
+        return "32-true"
+    text = str(precision)
+    text = PRECISION_ALIASES.get(text, text)
+    return text if text in PRECISIONS else None
+
+
+def _zero_stage(options: dict[str, Any], script_dir: str) -> tuple[Optional[int], Optional[str]]:
+    """ZeRO stage of a DeepSpeedStrategy (deepspeed.py 267-325): config wins over ``stage``."""
+    config = options.get("config", None)
+    if isinstance(config, dict):
+        zero = config.get("zero_optimization", {})
+        return (zero.get("stage") if isinstance(zero, dict) else None), None
+    if isinstance(config, str):
+        path = config if os.path.isabs(config) else os.path.join(script_dir, config)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = json.load(handle)
+            zero = loaded.get("zero_optimization", {})
+            return (zero.get("stage") if isinstance(zero, dict) else None), None
+        except (OSError, ValueError, AttributeError):
+            return None, f"the DeepSpeed config file {config!r} could not be read"
+    if "config" in options and config is not None:
+        return None, "the DeepSpeed config is not a literal"
+    if options.get("zero_optimization", True) is False:
+        return None, None
+    stage = options.get("stage", 2)
+    return (stage if isinstance(stage, int) else None), None
+
+
+def resolve(config: FabricConfig) -> ResolvedStrategy:
+    """Resolve one run's ``Fabric(...)`` arguments to a strategy."""
+    accelerator = _normal_accelerator(config.accelerator)
+    precision = _normal_precision(config.precision) if config.precision_known else None
+    problems: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
+    count = _count_devices(config.devices) if config.devices_known else None
+
+    if not config.strategy_known:
+        return ResolvedStrategy(None, accelerator=accelerator, precision=precision,
+                                unknown_reason="the strategy is not a constant in the script")
+
+    class_name: Optional[str] = None
+    registry_name: Optional[str] = None
+    zero_stage: Optional[int] = None
+    start_method: Optional[str] = None
+    options = dict(config.strategy_options)
+    unknown_reason: Optional[str] = None
+
+    if config.strategy_class is not None:
+        if config.strategy_package != config.fabric_package:
+            problems.append(("FAB021", (("name", f"{config.strategy_class}(...) from {config.strategy_package}"),)))
+        class_name = config.strategy_class
+        if is_subclass(class_name, "DeepSpeedStrategy"):
+            zero_stage, unknown_reason = _zero_stage(options, config.script_dir)
+        if is_subclass(class_name, "DDPStrategy") and not is_subclass(class_name, "DeepSpeedStrategy"):
+            start_method = options.get("start_method", "popen")
+    else:
+        name = (config.strategy_name or "auto").lower()
+        if name != "auto" and name not in REGISTRY:
+            problems.append(("FAB021", (("name", config.strategy_name),)))
+            return ResolvedStrategy(None, accelerator=accelerator, precision=precision,
+                                    unknown_reason=f"`{config.strategy_name}` is not a registered strategy",
+                                    problems=tuple(problems))
+        if name == "fsdp" and accelerator == "tpu":
+            name = "xla_fsdp"
+        if name == "dp" and accelerator == "cpu":
+            name = "ddp"
+        if name == "auto":
+            class_name, registry_name, unknown_reason = _auto(accelerator, count, config)
+        else:
+            entry = REGISTRY[name]
+            registry_name = name
+            class_name = entry.class_name
+            zero_stage = entry.zero_stage
+            start_method = entry.start_method
+            if entry.broken:
+                unknown_reason = f"`{name}` cannot be built from a string ({entry.broken})"
+
+    if class_name is not None and accelerator not in (None, "auto", "cuda"):
+        # connector.py:436: the exact FSDPStrategy type (or its names) needs CUDA.
+        exact_fsdp = class_name == "FSDPStrategy" and (
+            config.strategy_user_class is None
+            and (config.strategy_class == "FSDPStrategy" or registry_name in ("fsdp", "fsdp_cpu_offload"))
+        )
+        if exact_fsdp and accelerator != "tpu":
+            problems.append(("FAB018", (("accelerator", accelerator),)))
+    if precision == "16-mixed" and accelerator == "cpu":
+        precision = "bf16-mixed"
+    return ResolvedStrategy(
+        class_name,
+        registry_name=registry_name,
+        user_class=config.strategy_user_class,
+        zero_stage=zero_stage,
+        start_method=start_method,
+        options=tuple(sorted(options.items(), key=lambda kv: kv[0])) if options else (),
+        accelerator=accelerator if accelerator != "auto" else None,
+        device_count=count,
+        precision=precision,
+        unknown_reason=unknown_reason,
+        problems=tuple(problems),
+    )
+
+
+def _auto(accelerator: Optional[str], count: Optional[int], config: FabricConfig) -> tuple[
+    Optional[str], Optional[str], Optional[str]
+]:
+    """``_choose_strategy`` for ``strategy="auto"`` (connector.py:394-413)."""
+    nodes = config.num_nodes if isinstance(config.num_nodes, int) else None
+    if accelerator == "tpu":
+        if count == 1 or (isinstance(config.devices, (list, tuple)) and len(config.devices) == 1):
+            return "SingleDeviceXLAStrategy", None, None
+        if count is None and config.devices not in ("auto", None, -1, "-1"):
+            return None, None, "`devices` is not a constant"
+        return "XLAStrategy", "xla", None
+    if nodes is not None and nodes > 1:
+        return "DDPStrategy", "ddp", None
+    if accelerator is None:
+        return None, None, "the accelerator is not a constant"
+    if accelerator == "cpu" and config.devices in ("auto", None):
+        return "SingleDeviceStrategy", None, None
+    if count is None:
+        return None, None, "strategy `auto` depends on how many devices the machine has"
+    if count <= 1:
+        return "SingleDeviceStrategy", None, None
+    return "DDPStrategy", "ddp", None
+
+
+def uses_cuda_only_rules(strategy: ResolvedStrategy) -> bool:
+    return strategy.accelerator in (None, "cuda")

@@ -1,0 +1,65 @@
+"""Small facts about event arguments that several rules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from fabric_ls.events import CallEvent
+from fabric_ls.values import Obj, Params, SetupModule, SetupOptimizer, Value
+
+
+@dataclass(frozen=True)
+class Case:
+    """An INVALID sample: the script, the 1-based line the finding sits on, the fixed script."""
+
+    source: str
+    line: int
+    fixed: Optional[str] = None
+    profile: str = "gpu8"
+
+
+def optimizers_of(event: CallEvent) -> list[Value]:
+    if event.method == "setup":
+        return list(event.args[1:])
+    if event.method == "setup_optimizers":
+        return list(event.args)
+    return []
+
+
+def params_of(optimizer: Value) -> tuple[Params, ...]:
+    if isinstance(optimizer, SetupOptimizer):
+        return optimizer.inner.params
+    if isinstance(optimizer, Obj):
+        return optimizer.params
+    return ()
+
+
+def has_meta_params(optimizer: Value) -> bool:
+    return any(p.meta for p in params_of(optimizer))
+
+
+def built_before_setup(optimizer: Value) -> bool:
+    """The optimizer holds parameters of a module that was not set up when it was built."""
+    params = params_of(optimizer)
+    return bool(params) and all(not p.set_up for p in params)
+
+
+def is_set_up_module(value: Value) -> bool:
+    return isinstance(value, SetupModule)
+
+
+def strategy_known(event: CallEvent) -> bool:
+    return event.strategy.class_name is not None
+
+
+def lightning_sentence(rule: str, fragment: str) -> str:
+    """Lightning's own sentence of a rule's variant that contains ``fragment`` (from the record)."""
+    from fabric_ls.records import get_record
+
+    record = get_record(rule)
+    sentences = [record.error_message, *(site.error_message for site in record.other_sites)]
+    for sentence in sentences:
+        if fragment in sentence:
+            return sentence
+    return record.error_message

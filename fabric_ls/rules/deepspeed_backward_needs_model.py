@@ -1,0 +1,48 @@
+"""FAB005: ``fabric.backward(loss)`` under DeepSpeed with several models set up."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.rules.common import Case
+
+RULE = "FAB005"
+METHODS = ("backward",)
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    if not event.strategy.is_a("DeepSpeedStrategy") or "model" in event.keywords:
+        return None
+    if event.fabric.models_setup <= 1:
+        return None
+    return Violation(event.node, {"count": event.fabric.models_setup})
+
+
+VALID = [
+    """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+a = torch.nn.Linear(4, 2)
+a, opt_a = fabric.setup(a, torch.optim.Adam(a.parameters()))
+b = fabric.setup_module(torch.nn.Linear(4, 2))
+fabric.backward(a(torch.randn(2, 4)).sum(), model=a)
+""",
+]
+INVALID = [
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+a = torch.nn.Linear(4, 2)
+a, opt_a = fabric.setup(a, torch.optim.Adam(a.parameters()))
+b = fabric.setup_module(torch.nn.Linear(4, 2))
+fabric.backward(a(torch.randn(2, 4)).sum())
+""",
+        9,
+    ),
+]

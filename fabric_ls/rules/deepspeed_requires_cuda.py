@@ -1,0 +1,33 @@
+"""FAB019: DeepSpeed launched on an accelerator that is not CUDA (raised at ``launch``)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.rules.common import Case
+
+RULE = "FAB019"
+METHODS = ("launch",)
+_NAMES = {"cpu": "CPUAccelerator", "mps": "MPSAccelerator", "tpu": "XLAAccelerator"}
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    strategy = event.strategy
+    if not strategy.is_a("DeepSpeedStrategy") or strategy.accelerator not in _NAMES:
+        return None
+    return Violation(event.node, {"accelerator": _NAMES[strategy.accelerator]})
+
+
+VALID: list[str] = []
+INVALID = [
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=2, strategy="deepspeed")
+fabric.launch()
+""",
+        4,
+        profile="cpu",
+    ),
+]

@@ -1,0 +1,35 @@
+"""FAB018: the FSDP strategy with an accelerator that is not CUDA."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.rules.common import Case
+
+RULE = "FAB018"
+METHODS = ("Fabric",)
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    for rule, args in event.strategy.problems:
+        if rule == RULE:
+            return Violation(event.node, dict(args))
+    return None
+
+
+VALID = [
+    """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+""",
+]
+INVALID = [
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=2, strategy="fsdp")
+""",
+        3,
+    ),
+]

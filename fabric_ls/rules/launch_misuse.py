@@ -1,0 +1,84 @@
+"""FAB017: ``launch`` given something that is not a function, a function without parameters, or called twice."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.fixes import pass_callable_fix
+from fabric_ls.rules.common import Case, lightning_sentence
+from fabric_ls.strategies import is_subclass
+from fabric_ls.values import BoundMethod, Const, FunctionRef, Obj
+
+RULE = "FAB017"
+METHODS = ("launch",)
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    function = event.args[0] if event.args else event.keywords.get("function")
+    if function is not None:
+        not_callable = isinstance(function, Const) or (
+            isinstance(function, Obj) and isinstance(function.created_at, ast.Call) and _calls_a_function(event))
+        if not_callable:
+            text = event.parsed.segment(event.node.args[0]) if event.node.args else "the value"
+            problem = lightning_sentence(RULE, "needs to be a callable").replace("{function}", text)
+            return Violation(event.node, {"problem": problem}, pass_callable_fix(event))
+        if isinstance(function, FunctionRef) and _takes_no_arguments(function.node):
+            problem = lightning_sentence(RULE, "needs to take at least one argument").replace(
+                "{function}", getattr(function.node, "name", "<lambda>"))
+            return Violation(event.node, {"problem": problem})
+        if isinstance(function, BoundMethod) and _takes_no_arguments(function.function.node, skip=1):
+            name = getattr(function.function.node, "name", "method")
+            problem = lightning_sentence(RULE, "needs to take at least one argument").replace("{function}", name)
+            return Violation(event.node, {"problem": problem})
+    strategy = event.strategy
+    subprocess_launcher = strategy.class_name is not None and (
+        is_subclass(strategy.class_name, "DeepSpeedStrategy")
+        or is_subclass(strategy.class_name, "FSDPStrategy")
+        or (is_subclass(strategy.class_name, "DDPStrategy") and strategy.start_method == "popen")
+    )
+    if event.fabric.launch_count >= 1 and subprocess_launcher and (strategy.device_count or 0) > 1:
+        return Violation(event.node, {"problem": lightning_sentence(RULE, "only create subprocesses once")})
+    return None
+
+
+def _calls_a_function(event: CallEvent) -> bool:
+    return bool(event.node.args) and isinstance(event.node.args[0], ast.Call)
+
+
+def _takes_no_arguments(node: ast.AST, skip: int = 0) -> bool:
+    arguments = getattr(node, "args", None)
+    if not isinstance(arguments, ast.arguments):
+        return False
+    positional = [*getattr(arguments, "posonlyargs", []), *arguments.args][skip:]
+    return not positional and arguments.vararg is None
+
+
+VALID = [
+    """from lightning.fabric import Fabric
+
+
+def main(fabric):
+    pass
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch(main)
+""",
+]
+INVALID = [
+    Case(
+        """from lightning.fabric import Fabric
+
+
+def main():
+    pass
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch(main)
+""",
+        9,
+    ),
+]

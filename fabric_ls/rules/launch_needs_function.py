@@ -1,0 +1,45 @@
+"""FAB006: a spawning launcher (``ddp_spawn``, ``xla``, …) and ``launch()`` without a function."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.rules.common import Case
+from fabric_ls.strategies import uses_spawn_launcher
+
+RULE = "FAB006"
+METHODS = ("launch",)
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    strategy = event.strategy
+    if strategy.class_name is None or event.args or "function" in event.keywords:
+        return None
+    if not uses_spawn_launcher(strategy.class_name, strategy.start_method):
+        return None
+    return Violation(event.node)
+
+
+VALID = [
+    """from lightning.fabric import Fabric
+
+
+def train(fabric):
+    pass
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+fabric.launch(train)
+""",
+]
+INVALID = [
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+fabric.launch()
+""",
+        4,
+    ),
+]

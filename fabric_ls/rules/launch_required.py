@@ -1,0 +1,52 @@
+"""FAB009: a multi-process strategy used before ``fabric.launch()``.
+
+Severity is a warning by default: ``fabric run`` launches the processes for the
+script, and nothing in the source says whether it will be used.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.rules.common import Case
+from fabric_ls.strategies import is_single_process
+
+RULE = "FAB009"
+METHODS = ("setup", "setup_module", "setup_optimizers", "setup_dataloaders", "init_module")
+DEFAULT_SEVERITY = "warning"
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    strategy = event.strategy
+    if event.fabric.launched or strategy.class_name is None or is_single_process(strategy.class_name):
+        return None
+    return Violation(event.node, {"method": event.method})
+
+
+VALID = [
+    """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch()
+model = fabric.setup(torch.nn.Linear(4, 2))
+""",
+    """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=1)
+model = fabric.setup(torch.nn.Linear(4, 2))
+""",
+]
+INVALID = [
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+model = fabric.setup(torch.nn.Linear(4, 2))
+""",
+        5,
+    ),
+]

@@ -1,0 +1,64 @@
+"""FAB016: ``loss.backward()`` where the strategy or precision needs ``fabric.backward(loss)``."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from fabric_ls.events import CallEvent, Violation
+from fabric_ls.fixes import fabric_backward_fix
+from fabric_ls.rules.common import Case
+
+RULE = "FAB016"
+METHODS = ("tensor.backward",)
+# Precision plugins that override the backward hooks (MixedPrecision), wrappers.py:230-241.
+_MIXED = ("16-mixed", "bf16-mixed")
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    strategy = event.strategy
+    if strategy.class_name is None:
+        return None
+    always = strategy.is_a("DeepSpeedStrategy") or strategy.is_a("FSDPStrategy")
+    mixed = strategy.precision in _MIXED and not strategy.is_a("XLAStrategy") and not strategy.is_a(
+        "SingleDeviceXLAStrategy") and not strategy.is_a("XLAFSDPStrategy")
+    if not (always or mixed):
+        return None
+    return Violation(event.node, {"precision": strategy.precision or "32-true"}, fabric_backward_fix(event))
+
+
+VALID = [
+    """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=1)
+model = torch.nn.Linear(4, 2)
+model = fabric.setup(model)
+loss = model(torch.randn(2, 4)).sum()
+loss.backward()
+""",
+]
+INVALID = [
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+loss = model(torch.randn(2, 4)).sum()
+loss.backward()
+""",
+        9,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+loss = model(torch.randn(2, 4)).sum()
+fabric.backward(loss)
+""",
+    ),
+]

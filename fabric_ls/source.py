@@ -1,0 +1,120 @@
+"""Parse Python text into an ``ast`` tree that survives half-typed code.
+
+Positions: ``ast`` counts columns in UTF-8 bytes; everything else in fabric-ls
+counts code points, so conversion lives here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fabric_ls.model import Span
+
+# Lines blanked one at a time before giving up on a broken file.
+_MAX_REPAIRS = 40
+_INDENT = re.compile(r"[ \t]*")
+
+
+@dataclass
+class ParsedSource:
+    """A parsed file: its tree, its lines, and the first syntax error (if any)."""
+
+    path: str
+    text: str
+    tree: ast.Module
+    lines: list[str]
+    syntax_error: Optional[str] = None
+    # Lines (0-based) replaced to make the rest parse.
+    repaired_lines: set[int] = field(default_factory=set)
+
+    def col(self, line0: int, byte_col: int) -> int:
+        """Convert an ``ast`` byte column on line ``line0`` to a code-point column."""
+        if line0 < 0 or line0 >= len(self.lines):
+            return byte_col
+        text = self.lines[line0]
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
+
+    def span(self, node: ast.AST) -> Span:
+        """The code-point span of an ``ast`` node (which must have positions)."""
+        line0 = node.lineno - 1  # type: ignore[attr-defined]
+        end0 = (getattr(node, "end_lineno", None) or node.lineno) - 1  # type: ignore[attr-defined]
+        end_col = getattr(node, "end_col_offset", None)
+        start = self.col(line0, node.col_offset)  # type: ignore[attr-defined]
+        end = self.col(end0, end_col) if end_col is not None else start
+        return Span(line0, start, end0, end)
+
+    def segment(self, node: ast.AST) -> str:
+        """The source text of a node."""
+        return ast.get_source_segment(self.text, node) or ""
+
+    def line_text(self, line0: int) -> str:
+        return self.lines[line0] if 0 <= line0 < len(self.lines) else ""
+
+
+def _try_parse(text: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
+def parse_source(text: str, path: str = "<string>") -> ParsedSource:
+    """Parse ``text``; on a syntax error, blank offending lines until the rest parses.
+
+    Blanking keeps line numbers, so findings on the lines that do parse stay exact.
+    Nothing raises: a file that cannot be repaired yields an empty module.
+    """
+    text = text.replace("\x00", " ")
+    lines = text.splitlines(keepends=True)
+    try:
+        return ParsedSource(path, text, _try_parse(text), lines)
+    except (SyntaxError, ValueError) as error:
+        first_error = _describe(error)
+    except (RecursionError, MemoryError):
+        return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, "file is nested too deeply to analyse")
+    work = list(lines)
+    repaired: set[int] = set()
+    for _ in range(_MAX_REPAIRS):
+        try:
+            tree = _try_parse("".join(work))
+            return ParsedSource(path, text, tree, lines, first_error, repaired)
+        except SyntaxError as error:
+            line0 = (error.lineno or 1) - 1
+            line0 = min(max(line0, 0), len(work) - 1) if work else 0
+            if not work:
+                break
+            if line0 in repaired:
+                # The error is reported where a bracket opened earlier: blank upwards.
+                line0 = max((n for n in range(line0) if n not in repaired), default=-1)
+                if line0 < 0:
+                    break
+            work[line0] = _placeholder(work[line0], work, line0)
+            repaired.add(line0)
+        except (ValueError, RecursionError, MemoryError):
+            break
+    return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, first_error, repaired)
+
+
+def _placeholder(line: str, work: list[str], line0: int) -> str:
+    """A statement that keeps the block structure: ``pass`` at the line's indent."""
+    newline = "\n" if line.endswith("\n") else ""
+    stripped = line.strip()
+    if not stripped:
+        return line
+    indent = _INDENT.match(line).group(0)  # type: ignore[union-attr]
+    if stripped.endswith(":"):
+        # A block opener: keep a block so the indented body below still parses.
+        return f"{indent}if True:{newline}"
+    return f"{indent}pass{newline}"
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, SyntaxError):
+        where = f"line {error.lineno}" if error.lineno else "unknown line"
+        return f"{error.msg} ({where})"
+    return str(error)

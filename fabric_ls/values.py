@@ -1,0 +1,224 @@
+"""Abstract values the interpreter computes while it walks a script."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from fabric_ls.model import Origin
+
+_ids = itertools.count(1)
+
+
+class Value:
+    """Base of every abstract value."""
+
+
+@dataclass(eq=False)
+class Unknown(Value):
+    """Nothing is known (a value from outside the script, or beyond our reach)."""
+
+    reason: str = ""
+    # Source text of the expression, for conditions ("`args.big`").
+    text: str = ""
+
+
+UNKNOWN = Unknown()
+
+
+@dataclass(eq=False)
+class Const(Value):
+    """A Python literal (str, int, float, bool, None, or containers of literals)."""
+
+    value: Any
+    origins: tuple[Origin, ...] = ()
+
+
+@dataclass(eq=False)
+class Choice(Value):
+    """A value picked from outside with known options (argparse choices, parameter defaults).
+
+    Read lazily: the run forks only where a concrete value is needed.
+    """
+
+    key: str
+    options: tuple[Value, ...]
+    descriptions: tuple[str, ...]
+
+
+@dataclass(eq=False)
+class Seq(Value):
+    """A list or tuple of abstract values."""
+
+    items: list[Value]
+    is_tuple: bool = False
+
+
+@dataclass(eq=False)
+class Mapping(Value):
+    """A dict literal with constant keys."""
+
+    items: dict[Any, Value]
+
+
+@dataclass(eq=False)
+class Obj(Value):
+    """An object the script creates: a model, an optimizer, a dataloader, anything.
+
+    What it is becomes clear from how it is used; what matters is recorded at birth.
+    """
+
+    created_at: Optional[ast.AST] = None
+    created_path: str = ""
+    name: str = ""
+    # Parameters were on the meta device at creation (init_module(empty_init=True)
+    # under FSDP/ModelParallel, or ``with torch.device("meta")``).
+    meta: bool = False
+    # Parameter snapshots this object was built from (an optimizer over a model).
+    params: tuple["Params", ...] = ()
+    is_dataloader: bool = False
+    is_optimizer_class: bool = False
+    attrs: dict[str, Value] = field(default_factory=dict)
+    cls: Optional["ClassRef"] = None
+    # Where it was built and where it was set up (StatementPlace), for fixes.
+    created_place: Any = None
+    setup_place: Any = None
+    uid: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass(eq=False)
+class Params(Value):
+    """``model.parameters()`` taken at one moment: meta then? set up then?"""
+
+    source: Obj
+    meta: bool
+    set_up: bool
+    at: Optional[ast.AST] = None
+
+
+@dataclass(eq=False)
+class SetupModule(Value):
+    """What ``fabric.setup``/``setup_module`` returned for a model."""
+
+    inner: Obj
+    fabric: "FabricObj"
+    at: Optional[ast.AST] = None
+
+
+@dataclass(eq=False)
+class SetupOptimizer(Value):
+    inner: Obj
+    fabric: "FabricObj"
+
+
+@dataclass(eq=False)
+class SetupDataLoader(Value):
+    inner: Value
+    fabric: "FabricObj"
+
+
+@dataclass(eq=False)
+class ModelOutput(Value):
+    """A tensor computed through a set-up model: ``loss.backward()`` on it hooks Fabric."""
+
+    fabric: "FabricObj"
+
+
+@dataclass(eq=False)
+class StrategyObj(Value):
+    """A strategy object such as ``DeepSpeedStrategy(stage=3)``."""
+
+    class_name: str
+    user_class: Optional[str] = None
+    options: dict[str, Value] = field(default_factory=dict)
+    package: str = "lightning.fabric"
+    origins: tuple[Origin, ...] = ()
+    node: Optional[ast.Call] = None
+    path: str = ""
+
+
+@dataclass(eq=False)
+class StrategyAttr(Value):
+    """``fabric.strategy``: isinstance checks against it are decided per run."""
+
+    fabric: "FabricObj"
+
+
+@dataclass(eq=False)
+class FabricObj(Value):
+    """One ``Fabric(...)`` object in one run."""
+
+    site: Any  # fabric_ls.interpreter.FabricState
+    uid: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass(eq=False)
+class ContextValue(Value):
+    """A context manager that changes how models are created in its body."""
+
+    kind: str  # "init_module" | "meta_device" | "no_backward_sync" | "other"
+    fabric: Optional[FabricObj] = None
+    empty_init: Optional[bool] = None
+
+
+@dataclass(eq=False)
+class FunctionRef(Value):
+    node: ast.AST  # FunctionDef | AsyncFunctionDef | Lambda
+    module: Any  # fabric_ls.interpreter.ModuleEnv
+    owner: Optional["ClassRef"] = None
+
+
+@dataclass(eq=False)
+class BoundMethod(Value):
+    function: FunctionRef
+    receiver: Value
+
+
+@dataclass(eq=False)
+class ClassRef(Value):
+    node: ast.ClassDef
+    module: Any
+    bases: list[Value] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(eq=False)
+class External(Value):
+    """Something imported from a package we know by its import path (``torch.optim.Adam``)."""
+
+    qualname: str
+
+
+@dataclass(eq=False)
+class ModuleRef(Value):
+    """A workspace module imported as a whole (``import helpers``)."""
+
+    module: Any
+
+
+@dataclass(eq=False)
+class ArgParser(Value):
+    """An ``argparse.ArgumentParser`` and the options added so far."""
+
+    options: dict[str, "ArgOption"] = field(default_factory=dict)
+
+
+@dataclass
+class ArgOption:
+    dest: str
+    flag: str
+    default: Value
+    choices: Optional[tuple[Value, ...]]
+    node: ast.AST
+
+
+@dataclass(eq=False)
+class Namespace(Value):
+    """``parser.parse_args()``."""
+
+    parser: ArgParser

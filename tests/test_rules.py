@@ -1,0 +1,38 @@
+"""Every rule's own samples: VALID scripts get nothing, INVALID ones get the rule at its line,
+and the fix turns them into the fixed script, which the rule no longer flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabric_ls.engine import analyze_source
+from fabric_ls.fixes import apply_edits
+from fabric_ls.rules import ALL_RULES
+
+VALID = [(m.RULE, i, src) for m in ALL_RULES for i, src in enumerate(m.VALID)]
+INVALID = [(m.RULE, i, case) for m in ALL_RULES for i, case in enumerate(m.INVALID)]
+
+
+@pytest.mark.parametrize("rule,index,source", VALID, ids=[f"{r}-valid{i}" for r, i, _ in VALID])
+def test_valid_sample_is_quiet(tmp_path, rule, index, source):
+    script = tmp_path / "train.py"
+    analysis = analyze_source(source, str(script))
+    assert [(f.code, f.span.start_line + 1) for f in analysis.findings] == []
+
+
+@pytest.mark.parametrize("rule,index,case", INVALID, ids=[f"{r}-invalid{i}" for r, i, _ in INVALID])
+def test_invalid_sample_is_flagged_and_fixed(tmp_path, rule, index, case):
+    script = tmp_path / "train.py"
+    analysis = analyze_source(case.source, str(script))
+    found = [(f.code, f.span.start_line + 1) for f in analysis.findings]
+    assert (rule, case.line) in found
+    assert all(code == rule for code, _ in found), found
+    finding = next(f for f in analysis.findings if f.code == rule)
+    assert finding.severity in ("error", "warning")
+    if case.fixed is None:
+        return
+    assert finding.fix is not None, "this sample expects a fix"
+    fixed = apply_edits(case.source, finding.fix.edits)
+    assert fixed == case.fixed
+    again = analyze_source(fixed, str(script))
+    assert rule not in [f.code for f in again.findings]
