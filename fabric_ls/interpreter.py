@@ -9,6 +9,7 @@ combination and merges what the runs saw. Loops run their body once.
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
@@ -129,7 +130,8 @@ class ModuleEnv:
         self.parsed = parsed
         self.path = parsed.path
         self.is_main = is_main
-        self.globals: dict[str, Value] = {}
+        name = "__main__" if is_main else os.path.splitext(os.path.basename(parsed.path))[0]
+        self.globals: dict[str, Value] = {"__name__": Const(name), "__file__": Const(parsed.path)}
         self.executed = False
         self.imports: dict[str, str] = {}
 
@@ -539,7 +541,9 @@ class Run:
                 return bool(value.value)
             except Exception:
                 return True
-        if isinstance(value, (Obj, FabricObj, FunctionRef, ClassRef, SetupModule, SetupOptimizer, StrategyObj)):
+        if isinstance(value, (FabricObj, FunctionRef, ClassRef, SetupModule, SetupOptimizer, StrategyObj)):
+            return True
+        if isinstance(value, Obj) and value.cls is not None:
             return True
         if not fork:
             return None
@@ -574,6 +578,8 @@ class Run:
         if value is None:
             if node.id in ("True", "False", "None"):
                 return Const({"True": True, "False": False, "None": None}[node.id])
+            if node.id in _BUILTINS:
+                return External(node.id)
             return Unknown(text=node.id)
         return value
 
@@ -1005,6 +1011,10 @@ class Run:
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
         args, keywords, _ = self._eval_args(node, frame)
+        if qualname in PARAMS_PASSTHROUGH:
+            passed = [p for value in args for p in _collect_params(value)]
+            if passed:
+                return Seq(list(passed))
         if tail in ("DataLoader",) or qualname.endswith("utils.data.DataLoader"):
             obj = Obj(node, frame.module.path, is_dataloader=True)
             return obj
@@ -1264,6 +1274,8 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Is: lambda a, b: a is b,
     ast.IsNot: lambda a, b: a is not b,
 }
+
+_BUILTINS = frozenset(dir(builtins))
 
 _TENSOR_RETURNING = frozenset({"forward", "generate", "__call__", "training_step", "validation_step"})
 

@@ -79,22 +79,26 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
         return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, "file is nested too deeply to analyse")
     work = list(lines)
     repaired: set[int] = set()
+    emptied: set[int] = set()
     for _ in range(_MAX_REPAIRS):
         try:
             tree = _try_parse("".join(work))
             return ParsedSource(path, text, tree, lines, first_error, repaired)
         except SyntaxError as error:
-            line0 = (error.lineno or 1) - 1
-            line0 = min(max(line0, 0), len(work) - 1) if work else 0
             if not work:
                 break
-            if line0 in repaired:
-                # The error is reported where a bracket opened earlier: blank upwards.
-                line0 = max((n for n in range(line0) if n not in repaired), default=-1)
+            line0 = min(max((error.lineno or 1) - 1, 0), len(work) - 1)
+            if line0 in emptied:
+                # The error sits on a line already emptied: a bracket opened earlier.
+                line0 = max((n for n in range(line0) if n not in emptied and work[n].strip()), default=-1)
                 if line0 < 0:
                     break
-            work[line0] = _placeholder(work[line0], work, line0)
-            repaired.add(line0)
+            if line0 in repaired:
+                work[line0] = "\n" if work[line0].endswith("\n") else ""
+                emptied.add(line0)
+            else:
+                work[line0] = _placeholder(work[line0], work, line0)
+                repaired.add(line0)
         except (ValueError, RecursionError, MemoryError):
             break
     return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, first_error, repaired)

@@ -1,0 +1,316 @@
+"""Strategy resolution and call binding across names, modules, functions and classes."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from fabric_ls.engine import Project, analyze_source
+from fabric_ls.settings import Settings
+
+SEPARATE_SETUP = """
+model = fabric.setup_module(torch.nn.Linear(4, 2))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+"""
+
+
+def check(tmp_path: Path, source: str, files: dict[str, str] | None = None, settings: Settings = Settings()):
+    for name, text in (files or {}).items():
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    return analyze_source(script.read_text(), str(script), settings, Project([str(tmp_path)]))
+
+
+def codes(analysis) -> list[tuple[str, int, str]]:
+    return [(f.code, f.span.start_line + 1, f.severity) for f in analysis.findings]
+
+
+def test_alias_import_of_lightning(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        import lightning as L
+        fabric = L.Fabric(accelerator="cuda", devices=2, strategy="DeepSpeed")
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == [("FAB001", 6, "error")]
+    assert analysis.fabric_sites[0].candidates[0].class_name == "DeepSpeedStrategy"
+
+
+def test_standalone_package_and_module_constant(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning_fabric import Fabric as F
+        STRATEGY = "deepspeed_stage_3"
+        fabric = F(accelerator="cuda", devices=2, strategy=STRATEGY)
+        fabric.launch()
+        with fabric.init_module(empty_init=False):
+            model = torch.nn.Linear(4, 2)
+    """)
+    assert codes(analysis) == [("FAB003", 6, "error")]
+    notes = [o.note for o in analysis.fabric_sites[0].candidates[0].provenance]
+    assert any("STRATEGY" in note for note in notes)
+
+
+def test_strategy_imported_from_workspace_module(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        from settings import make_strategy
+        fabric = Fabric(accelerator="cuda", devices=2, strategy=make_strategy())
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """, {"settings.py": """\
+        from lightning.fabric.strategies import DeepSpeedStrategy
+        CONFIGS = {"big": {"stage": 3}, "small": {"stage": 1}}
+        def make_strategy():
+            return DeepSpeedStrategy(stage=CONFIGS["big"]["stage"])
+    """})
+    assert codes(analysis) == [("FAB001", 7, "error")]
+    assert analysis.fabric_sites[0].candidates[0].zero_stage == 3
+    assert any(path.endswith("settings.py") for path in analysis.dependencies)
+
+
+def test_if_else_gives_a_conditional_warning(tmp_path):
+    analysis = check(tmp_path, """\
+        import os, torch
+        from lightning.fabric import Fabric
+        if os.environ.get("BIG"):
+            strategy = "deepspeed"
+        else:
+            strategy = "ddp"
+        fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy)
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == [("FAB001", 10, "warning")]
+    assert "BIG" in analysis.findings[0].condition
+    labels = sorted(c.class_name for c in analysis.fabric_sites[0].candidates)
+    assert labels == ["DDPStrategy", "DeepSpeedStrategy"]
+
+
+def test_argparse_default_without_choices(tmp_path):
+    analysis = check(tmp_path, """\
+        import argparse, torch
+        from lightning.fabric import Fabric
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--strategy", default="deepspeed")
+        args = parser.parse_args()
+        fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == [("FAB001", 9, "warning")]
+    assert "default" in analysis.findings[0].condition
+
+
+def test_entry_function_parameter_default(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        def setup(devices: int = 4, strategy: str = "fsdp") -> None:
+            fabric = Fabric(accelerator="cuda", devices=devices, strategy=strategy)
+            fabric.launch()
+            with fabric.init_module(empty_init=True):
+                model = torch.nn.Linear(4, 2)
+            optimizer = torch.optim.Adam(model.parameters())
+            model, optimizer = fabric.setup(model, optimizer)
+    """)
+    assert codes(analysis) == [("FAB002", 9, "warning")]
+    assert "`strategy` left at its default 'fsdp'" in analysis.findings[0].condition
+
+
+def test_launch_binds_the_function_parameter(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        def main(fab):
+            model = fab.setup_module(torch.nn.Linear(4, 2))
+            optimizer = fab.setup_optimizers(torch.optim.Adam(model.parameters()))
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch(main)
+    """)
+    assert codes(analysis) == [("FAB001", 5, "error")]
+
+
+def test_self_fabric_across_methods_and_factory(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        def make_fabric():
+            return Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        class Trainer:
+            def __init__(self):
+                self.fabric = make_fabric()
+                self.fabric.launch()
+            def fit(self, model):
+                model = self.fabric.setup_module(model)
+                opt = self.fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+        Trainer().fit(torch.nn.Linear(4, 2))
+    """)
+    assert codes(analysis) == [("FAB001", 11, "error")]
+
+
+def test_two_fabrics_stay_apart(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        teacher = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+        student = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        teacher.launch()
+        student.launch()
+        a = teacher.setup_module(torch.nn.Linear(4, 2))
+        oa = teacher.setup_optimizers(torch.optim.Adam(a.parameters()))
+        b = student.setup_module(torch.nn.Linear(4, 2))
+        ob = student.setup_optimizers(torch.optim.Adam(b.parameters()))
+    """)
+    assert codes(analysis) == [("FAB001", 10, "error")]
+
+
+def test_unknowable_strategy_is_not_guessed(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        def run(**kwargs):
+            fabric = Fabric(**kwargs)
+            fabric.launch()
+            model = fabric.setup_module(torch.nn.Linear(4, 2))
+            optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == []
+    assert analysis.fabric_sites[0].candidates[0].class_name is None
+
+
+def test_strategy_setting_is_assumed_where_the_script_leaves_it_open(tmp_path):
+    source = """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric()
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """
+    assert codes(check(tmp_path, source)) == []
+    assumed = check(tmp_path, source, settings=Settings(strategy="deepspeed"))
+    assert codes(assumed) == [("FAB001", 6, "warning")]
+
+
+def test_user_strategy_subclass_in_another_module(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        from mystrategies import MyDeepSpeed
+        fabric = Fabric(accelerator="cuda", devices=2, strategy=MyDeepSpeed(stage=3))
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """, {"mystrategies.py": """\
+        from lightning.fabric.strategies import DeepSpeedStrategy
+        class MyDeepSpeed(DeepSpeedStrategy):
+            pass
+    """})
+    assert codes(analysis) == [("FAB001", 7, "error")]
+    assert "MyDeepSpeed" in analysis.findings[0].message
+
+
+def test_single_device_tpu_is_not_xla_strategy(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="tpu", devices=1)
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == []
+
+
+def test_fsdp_default_init_module_is_not_meta(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch()
+        with fabric.init_module():
+            model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters())
+        model, optimizer = fabric.setup(model, optimizer)
+    """)
+    assert codes(analysis) == []
+
+
+def test_user_meta_device_context_counts(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch()
+        with torch.device("meta"):
+            model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters())
+        model, optimizer = fabric.setup(model, optimizer)
+    """)
+    assert codes(analysis) == [("FAB002", 8, "error")]
+
+
+def test_suppression_comments(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        a = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))  # noqa: FAB001
+        b = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))  # fabric-ls: ignore[FAB001]
+        c = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))  # noqa: FAB002
+    """)
+    assert codes(analysis) == [("FAB001", 8, "error")]
+
+
+def test_fsdp_subclass_bypasses_the_gpu_check(tmp_path):
+    analysis = check(tmp_path, """\
+        from lightning.fabric import Fabric
+        from lightning.fabric.strategies import FSDPStrategy
+        class MyFSDP(FSDPStrategy):
+            pass
+        a = Fabric(accelerator="cpu", devices=2, strategy=MyFSDP())
+        b = Fabric(accelerator="cpu", devices=2, strategy=FSDPStrategy())
+    """)
+    assert codes(analysis) == [("FAB018", 6, "error")]
+
+
+def test_script_with_a_syntax_error_still_gets_findings(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+        for batch in loader
+            loss = model(
+    """)
+    assert analysis.syntax_error
+    assert codes(analysis) == [("FAB001", 6, "error")]
+
+
+def test_parameters_through_list_and_param_groups(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch()
+        with fabric.init_module(empty_init=True):
+            model = torch.nn.Linear(4, 2)
+        decay = [p for n, p in model.named_parameters() if p.ndim > 1]
+        groups = [{"params": decay, "weight_decay": 0.1}, {"params": list(model.parameters())}]
+        optimizer = torch.optim.AdamW(groups)
+        model, optimizer = fabric.setup(model, optimizer)
+    """)
+    assert codes(analysis) == [("FAB002", 10, "error")]
