@@ -1,0 +1,67 @@
+"""Every rule sample, run with the real Lightning (only the machine is faked): the analyser
+reports exactly the error Lightning raises, at the same line, and nothing where Lightning
+runs clean; every fixed script runs clean under Lightning."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from fabric_ls.engine import analyze_source
+from fabric_ls.records import get_record
+from fabric_ls.rules import ALL_RULES
+from fabric_ls.rules.common import Case
+
+pytest.importorskip("lightning")
+from lightning_harness import run_many  # noqa: E402
+
+SAMPLES: list[tuple[str, str, str, str]] = []  # (id, rule, kind, source); kind: valid | invalid | fixed
+CASES: dict[str, Case] = {}
+for module in ALL_RULES:
+    for index, source in enumerate(module.VALID):
+        SAMPLES.append((f"{module.RULE}-valid{index}", module.RULE, "valid", source))
+    for index, case in enumerate(module.INVALID):
+        key = f"{module.RULE}-invalid{index}"
+        CASES[key] = case
+        SAMPLES.append((key, module.RULE, "invalid", case.source))
+        if case.fixed is not None:
+            SAMPLES.append((f"{module.RULE}-fixed{index}", module.RULE, "fixed", case.fixed))
+
+
+def _profile(sample_id: str, source: str) -> str:
+    key = sample_id.replace("-fixed", "-invalid")
+    if key in CASES:
+        return CASES[key].profile
+    return "tpu8" if 'accelerator="tpu"' in source else "gpu8"
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    by_profile: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for sample_id, _rule, _kind, source in SAMPLES:
+        by_profile[_profile(sample_id, source)].append((sample_id, source))
+    results = {}
+    for profile, items in by_profile.items():
+        for (sample_id, _), outcome in zip(items, run_many([s for _, s in items], profile=profile, timeout=60)):
+            results[sample_id] = outcome
+    return results
+
+
+def _analyser(tmp_path, source):
+    script = tmp_path / "train.py"
+    return [(f.code, f.span.start_line + 1) for f in analyze_source(source, str(script)).findings]
+
+
+@pytest.mark.parametrize("sample_id,rule,kind,source", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_analyser_agrees_with_lightning(tmp_path, outcomes, sample_id, rule, kind, source):
+    outcome = outcomes[sample_id]
+    found = _analyser(tmp_path, source)
+    if kind in ("valid", "fixed"):
+        assert outcome.error_class is None, f"Lightning raised {outcome.error_class}: {outcome.message}"
+        assert found == []
+        return
+    assert outcome.raised_by_lightning, outcome.stderr_tail
+    record = get_record(rule)
+    assert outcome.error_class in {record.error_class, *(s.error_class for s in record.other_sites)}
+    assert found == [(rule, outcome.line)], f"Lightning: {outcome.error_class} at line {outcome.line}: {outcome.message}"
