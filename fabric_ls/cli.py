@@ -24,7 +24,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fabric-ls", description="Find Lightning Fabric setup mistakes before the job runs.")
+    parser = _Parser(
+        prog="fabric-ls", description="Find Lightning Fabric setup mistakes before the job runs."
+    )
     parser.add_argument("--version", action="version", version=f"fabric-ls {__version__}")
     parser.add_argument("--stdio", action="store_true", help="serve LSP over stdio (the default)")
     parser.add_argument("--tcp", action="store_true", help="serve LSP over TCP")
@@ -45,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--ignore", help="comma-separated rule codes or prefixes to skip")
     check.add_argument("--fix", action="store_true", help="apply safe fixes")
     check.add_argument("--unsafe-fixes", action="store_true", help="with --fix, apply unsafe fixes too")
-    check.add_argument("--matrix", action="store_true", help="show which strategies each script would fail under")
+    check.add_argument(
+        "--matrix", action="store_true", help="show which strategies each script would fail under"
+    )
     check.add_argument("--python", help="interpreter or virtualenv whose packages jedi reads")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     return parser
@@ -104,7 +108,12 @@ def _check(arguments: argparse.Namespace) -> int:
         analysis = analyze_file(path, settings, project)
         analyses.append(analysis)
         for finding in [*analysis.findings, *analysis.other_findings]:
-            key = (os.path.abspath(finding.path), finding.span.start_line, finding.span.start_col, finding.code)
+            key = (
+                os.path.abspath(finding.path),
+                finding.span.start_line,
+                finding.span.start_col,
+                finding.code,
+            )
             if key not in seen:
                 seen.add(key)
                 findings.append(finding)
@@ -130,7 +139,9 @@ def _file_settings(path: str, arguments: argparse.Namespace) -> tuple[Settings, 
     problems: list[str] = []
     if config.error and config.path not in _CONFIG_PROBLEMS_SHOWN:
         problems.append(f"{config.path}: {config.error}; using defaults")
-    layers = [SettingsLayer(config.path or "defaults", dict(config.table), os.path.dirname(config.path or path))]
+    layers = [
+        SettingsLayer(config.path or "defaults", dict(config.table), os.path.dirname(config.path or path))
+    ]
     base, layer_problems = layered_settings(layers)
     if config.path not in _CONFIG_PROBLEMS_SHOWN:
         problems.extend(layer_problems)
@@ -203,8 +214,11 @@ def _as_json(finding: Finding) -> dict:
 def _report(findings: list[Finding], analyses: list[Analysis], output: str) -> None:
     for analysis in analyses:
         if analysis.syntax_error:
-            print(f"{_relative(analysis.path)}: syntax error: {analysis.syntax_error} "
-                  "(checked what still parses)", file=sys.stderr)
+            print(
+                f"{_relative(analysis.path)}: syntax error: {analysis.syntax_error} "
+                "(checked what still parses)",
+                file=sys.stderr,
+            )
         for note in analysis.notes:
             print(f"{_relative(analysis.path)}: note: {note}", file=sys.stderr)
     if output == "json":
@@ -217,12 +231,15 @@ def _report(findings: list[Finding], analyses: list[Analysis], output: str) -> N
         for f in findings:
             level = "error" if f.severity == "error" else "warning"
             message = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            print(f"::{level} file={_relative(f.path)},line={f.span.start_line + 1},col={f.span.start_col + 1},"
-                  f"endLine={f.span.end_line + 1},endColumn={f.span.end_col + 1},title={f.code}::{message}")
+            print(
+                f"::{level} file={_relative(f.path)},line={f.span.start_line + 1},col={f.span.start_col + 1},"
+                f"endLine={f.span.end_line + 1},endColumn={f.span.end_col + 1},title={f.code}::{message}"
+            )
         return
     for f in findings:
         fixable = " [*]" if f.fix is not None else ""
-        print(f"{_relative(f.path)}:{f.span.start_line + 1}:{f.span.start_col + 1}: {f.code}{fixable} {f.message}")
+        where = f"{_relative(f.path)}:{f.span.start_line + 1}:{f.span.start_col + 1}"
+        print(f"{where}: {f.code}{fixable} {f.message}")
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = len(findings) - errors
     fixable_count = sum(1 for f in findings if f.fix is not None and f.fix.safe)
@@ -306,7 +323,8 @@ def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
         chosen: list[Finding] = []
         taken: list[tuple] = []
         for finding in fixable:
-            spans = [(e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col) for e in finding.fix.edits]  # type: ignore[union-attr]
+            assert finding.fix is not None
+            spans = [(e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col) for e in finding.fix.edits]
             if any(_overlaps(a, b) for a in spans for b in taken):
                 remaining.append(finding)  # applied on a later run, once the first fix is in
                 continue
@@ -315,12 +333,17 @@ def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
         edits = [e for f in chosen for e in f.fix.edits]  # type: ignore[union-attr]
         updated = apply_edits(original, edits)
         if not _write_atomically(path, original_bytes, updated):
-            print(f"fabric-ls: {_relative(path)} changed while it was being fixed; left it alone", file=sys.stderr)
+            print(
+                f"fabric-ls: {_relative(path)} changed while it was being fixed; left it alone",
+                file=sys.stderr,
+            )
             remaining.extend(chosen)
             continue
         for finding in chosen:
-            print(f"Fixed {_relative(path)}:{finding.span.start_line + 1}: {finding.code} {finding.fix.title}",  # type: ignore[union-attr]
-                  file=sys.stderr)
+            print(
+                f"Fixed {_relative(path)}:{finding.span.start_line + 1}: {finding.code} {finding.fix.title}",  # type: ignore[union-attr]
+                file=sys.stderr,
+            )
     return sorted(remaining, key=lambda f: (f.path, f.span, f.code))
 
 

@@ -21,6 +21,8 @@ from fabric_ls.settings import Settings
 from fabric_ls.source import ParsedSource, parse_source
 from fabric_ls.strategies import MATRIX_NAMES
 
+DEFAULT_SETTINGS = Settings()
+
 __all__ = ["Project", "analyze_source", "analyze_file", "portability", "iter_python_files", "warm_up"]
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
@@ -40,13 +42,15 @@ def warm_up() -> None:
 
 
 def analyze_source(
-    source: str, path: str, settings: Settings = Settings(), project: Optional[Project] = None
+    source: str, path: str, settings: Settings = DEFAULT_SETTINGS, project: Optional[Project] = None
 ) -> Analysis:
     """Analyse one script's text; ``path`` locates it for imports and messages."""
     return _analyze(source, path, settings, project, settings.strategy, force=False)
 
 
-def analyze_file(path: str, settings: Settings = Settings(), project: Optional[Project] = None) -> Analysis:
+def analyze_file(
+    path: str, settings: Settings = DEFAULT_SETTINGS, project: Optional[Project] = None
+) -> Analysis:
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
@@ -56,21 +60,31 @@ def analyze_file(path: str, settings: Settings = Settings(), project: Optional[P
 
 
 def portability(
-    source: str, path: str, settings: Settings = Settings(), project: Optional[Project] = None
+    source: str, path: str, settings: Settings = DEFAULT_SETTINGS, project: Optional[Project] = None
 ) -> dict[str, list[Finding]]:
     """For each registry strategy, the findings the script would get if it were chosen."""
     result: dict[str, list[Finding]] = {}
     for name in MATRIX_NAMES:
         analysis = _analyze(source, path, settings, project, name, force=True)
-        result[name] = [f for f in analysis.findings if f.code != "FAB009" and f.code not in ("FAB018", "FAB019")]
+        result[name] = [
+            f for f in analysis.findings if f.code != "FAB009" and f.code not in ("FAB018", "FAB019")
+        ]
     return result
 
 
-def _analyze(source: str, path: str, settings: Settings, project: Optional[Project], assumed: Optional[str],
-             force: bool) -> Analysis:
+def _analyze(
+    source: str,
+    path: str,
+    settings: Settings,
+    project: Optional[Project],
+    assumed: Optional[str],
+    force: bool,
+) -> Analysis:
     path = os.path.abspath(path) if not path.startswith("<") else path
     if len(source) > MAX_FILE_BYTES:
-        return Analysis(path=path, notes=[f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not analysed"])
+        return Analysis(
+            path=path, notes=[f"file is larger than {MAX_FILE_BYTES // 1_000_000} MB; not analysed"]
+        )
     if project is None:
         project = Project([os.path.dirname(path)] if not path.startswith("<") else [])
     parsed = parse_source(source, path)
@@ -119,7 +133,10 @@ def _finding(merged: MergedFinding, settings: Settings) -> Optional[Finding]:
     event = merged.event
     state = event.fabric
     strategy_label = " or ".join(merged.strategies)
-    args = {"strategy": state.strategy.user_class or state.strategy.class_name or "strategy", **merged.violation.args}
+    args = {
+        "strategy": state.strategy.user_class or state.strategy.class_name or "strategy",
+        **merged.violation.args,
+    }
     try:
         message = record.format_message(**args)
     except KeyError:

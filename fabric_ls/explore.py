@@ -47,8 +47,13 @@ class Exploration:
     incomplete: bool = False
 
 
-def explore(project: Project, parsed: ParsedSource, check: Checker, assumed_strategy: Optional[str],
-            force_strategy: bool = False) -> Exploration:
+def explore(
+    project: Project,
+    parsed: ParsedSource,
+    check: Checker,
+    assumed_strategy: Optional[str],
+    force_strategy: bool = False,
+) -> Exploration:
     """Run the module, then every function no run reached (entry points such as CLI targets)."""
     result = Exploration()
     reached: set[int] = set()
@@ -60,8 +65,15 @@ def explore(project: Project, parsed: ParsedSource, check: Checker, assumed_stra
     return result
 
 
-def _explore_root(project: Project, parsed: ParsedSource, check: Checker, assumed: tuple[Optional[str], bool],
-                  function: Optional[ast.AST], result: Exploration, reached: set[int]) -> None:
+def _explore_root(
+    project: Project,
+    parsed: ParsedSource,
+    check: Checker,
+    assumed: tuple[Optional[str], bool],
+    function: Optional[ast.AST],
+    result: Exploration,
+    reached: set[int],
+) -> None:
     pending: list[list[int]] = [[]]
     runs = 0
     while pending:
@@ -73,7 +85,9 @@ def _explore_root(project: Project, parsed: ParsedSource, check: Checker, assume
         findings: list[RunFinding] = []
         calls: list[CallEvent] = []
 
-        def on_call(event: CallEvent) -> None:
+        def on_call(
+            event: CallEvent, calls: list[CallEvent] = calls, findings: list[RunFinding] = findings
+        ) -> None:
             calls.append(event)
             verdict = check(event)
             if verdict is not None:
@@ -92,7 +106,9 @@ def _explore_root(project: Project, parsed: ParsedSource, check: Checker, assume
             result.incomplete = True
         reached.update(run.executed_functions)
         result.dependencies.update(run.dependencies)
-        result.runs.append(RunRecord(list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1))
+        result.runs.append(
+            RunRecord(list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1)
+        )
         for position in range(len(prefix), len(decisions.taken)):
             taken = decisions.taken[position]
             for alternative in range(1, taken.count):
@@ -170,9 +186,9 @@ class MergedFinding:
     always: bool
 
 
-def merge_findings(exploration: Exploration, span_of: Callable[[CallEvent, Violation], tuple[str, Span]]) -> list[
-    MergedFinding
-]:
+def merge_findings(
+    exploration: Exploration, span_of: Callable[[CallEvent, Violation], tuple[str, Span]]
+) -> list[MergedFinding]:
     runs = exploration.runs
     groups: dict[tuple[str, str, Span], list[tuple[int, RunFinding]]] = {}
     for run_index, run in enumerate(runs):
@@ -196,7 +212,9 @@ def merge_findings(exploration: Exploration, span_of: Callable[[CallEvent, Viola
             label = finding.event.fabric.strategy.label
             if label not in strategies:
                 strategies.append(label)
-        merged.append(MergedFinding(rule, first.violation, first.event, strategies, describe(paths), paths == [[]]))
+        merged.append(
+            MergedFinding(rule, first.violation, first.event, strategies, describe(paths), paths == [[]])
+        )
     return merged
 
 
@@ -211,7 +229,9 @@ def _root_members(runs: list[RunRecord], index: int) -> list[int]:
     return list(range(start, end))
 
 
-def site_conditions(exploration: Exploration) -> dict[tuple[str, int, int], list[tuple[FabricState, Optional[str]]]]:
+def site_conditions(
+    exploration: Exploration,
+) -> dict[tuple[str, int, int], list[tuple[FabricState, Optional[str]]]]:
     """For every Fabric(...) site, the strategies runs gave it and under which condition."""
     runs = exploration.runs
     by_site: dict[tuple[str, int, int], dict[str, tuple[FabricState, set[int]]]] = {}
@@ -220,8 +240,9 @@ def site_conditions(exploration: Exploration) -> dict[tuple[str, int, int], list
             if state.node is None:
                 continue
             key = (state.path, state.node.lineno, state.node.col_offset)
-            label = state.strategy.label + ("?" + (state.strategy.unknown_reason or "") if state.strategy.class_name
-                                            is None else "")
+            label = state.strategy.label + (
+                "?" + (state.strategy.unknown_reason or "") if state.strategy.class_name is None else ""
+            )
             entry = by_site.setdefault(key, {})
             if label in entry:
                 entry[label][1].add(run_index)
@@ -229,14 +250,23 @@ def site_conditions(exploration: Exploration) -> dict[tuple[str, int, int], list
                 entry[label] = (state, {run_index})
     result: dict[tuple[str, int, int], list[tuple[FabricState, Optional[str]]]] = {}
     for key, labels in by_site.items():
-        items = []
+        items: list[tuple[FabricState, Optional[str]]] = []
         for _label, (state, members) in labels.items():
             if len(labels) == 1:
                 items.append((state, None))
                 continue
             root = _root_members(runs, min(members))
-            trie = _build_trie(runs, [r for r in root if any(
-                s.node is not None and (s.path, s.node.lineno, s.node.col_offset) == key for s in runs[r].fabrics)])
+            trie = _build_trie(
+                runs,
+                [
+                    r
+                    for r in root
+                    if any(
+                        s.node is not None and (s.path, s.node.lineno, s.node.col_offset) == key
+                        for s in runs[r].fabrics
+                    )
+                ],
+            )
             items.append((state, describe(cover(trie, members))))
         result[key] = items
     return result

@@ -85,7 +85,11 @@ def _indent(parsed: ParsedSource, statement: ast.stmt) -> str:
 
 
 def _single_target(statement: ast.stmt) -> Optional[str]:
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+    if (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+    ):
         return statement.targets[0].id
     return None
 
@@ -95,7 +99,12 @@ def _names_in(node: ast.AST) -> set[str]:
 
 
 def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace]) -> bool:
-    return first is not None and second is not None and first.block is second.block and first.index < second.index
+    return (
+        first is not None
+        and second is not None
+        and first.block is second.block
+        and first.index < second.index
+    )
 
 
 def join_setup_fix(event: CallEvent) -> Optional[Fix]:
@@ -145,13 +154,18 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
 
 
 def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
-    """FAB002/FAB011: ``model, opt = setup(model, opt)`` → setup_module, build the optimizer, setup_optimizers."""
+    """FAB002/FAB011: ``model, opt = setup(model, opt)`` → set the module up, build the optimizer,
+    then ``setup_optimizers``."""
     place = event.place
     parsed = event.parsed
     if place is None or not event.fabric_text or len(event.node.args) != 2 or event.node.keywords:
         return None
     statement = place.statement
-    if not isinstance(statement, ast.Assign) or statement.value is not event.node or len(statement.targets) != 1:
+    if (
+        not isinstance(statement, ast.Assign)
+        or statement.value is not event.node
+        or len(statement.targets) != 1
+    ):
         return None
     target = statement.targets[0]
     if not isinstance(target, ast.Tuple) or len(target.elts) != 2:
@@ -218,14 +232,25 @@ def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]
         return None
     setup_span = parsed.span(setup_place.statement)  # type: ignore[union-attr]
     text = _newline(parsed) + _indent(parsed, setup_place.statement) + parsed.segment(created.statement)  # type: ignore
-    return _fix(rule, [
-        _delete_lines(parsed, created.statement),  # type: ignore[union-attr]
-        TextEdit(Span(setup_span.end_line, setup_span.end_col, setup_span.end_line, setup_span.end_col), text),
-    ])
+    return _fix(
+        rule,
+        [
+            _delete_lines(parsed, created.statement),  # type: ignore[union-attr]
+            TextEdit(
+                Span(setup_span.end_line, setup_span.end_col, setup_span.end_line, setup_span.end_col), text
+            ),
+        ],
+    )
 
 
-def keyword_fix(rule: str, parsed: ParsedSource, call: Optional[ast.Call], keyword: str, new_text: str,
-                position: Optional[int] = None) -> Optional[Fix]:
+def keyword_fix(
+    rule: str,
+    parsed: ParsedSource,
+    call: Optional[ast.Call],
+    keyword: str,
+    new_text: str,
+    position: Optional[int] = None,
+) -> Optional[Fix]:
     """Replace the value of ``keyword=`` (or the positional argument) in ``call``."""
     if call is None:
         return None

@@ -155,7 +155,7 @@ class Frame:
             self.module.globals[name] = value
 
 
-EventSink = Callable[[CallEvent], Value]
+EventSink = Callable[[CallEvent], None]
 
 
 class Run:
@@ -211,7 +211,9 @@ class Run:
         self._call_function(function, args, {}, entry=True)
 
     def _outside_fabric(self) -> FabricState:
-        strategy = ResolvedStrategy(None, unknown_reason="the Fabric object is passed in from outside the script")
+        strategy = ResolvedStrategy(
+            None, unknown_reason="the Fabric object is passed in from outside the script"
+        )
         if self.assumed_strategy:
             assumed = resolve(FabricConfig(strategy_name=self.assumed_strategy, strategy_given=True))
             strategy = ResolvedStrategy(**{**assumed.__dict__, "assumed": True})
@@ -317,17 +319,18 @@ class Run:
         for alias in node.names:
             if alias.name == "*":
                 if target is not None:
-                    for name, value in target.globals.items():
+                    for name, exported in target.globals.items():
                         if not name.startswith("_"):
-                            frame.bind(name, value)
+                            frame.bind(name, exported)
                 continue
             local = alias.asname or alias.name
             if target is not None:
-                value = target.globals.get(alias.name)
+                value: Optional[Value] = target.globals.get(alias.name)
                 if value is None:
                     # ``from package import submodule``
-                    sub = self.project.find_module(f"{module_name}.{alias.name}" if module_name else alias.name,
-                                                   frame.module.path, level)
+                    sub = self.project.find_module(
+                        f"{module_name}.{alias.name}" if module_name else alias.name, frame.module.path, level
+                    )
                     env = self._module_env(sub) if sub else None
                     value = ModuleRef(env) if env is not None else Unknown(text=alias.name)
                 frame.bind(local, value)
@@ -430,12 +433,23 @@ class Run:
     def _assign(self, target: ast.AST, value: Value, frame: Frame, statement: ast.AST) -> None:
         if isinstance(target, ast.Name):
             if isinstance(value, Const) and value.origins is not None:
-                origin = Origin(frame.module.path, frame.module.parsed.span(statement), f"`{target.id}` set here")
+                origin = Origin(
+                    frame.module.path, frame.module.parsed.span(statement), f"`{target.id}` set here"
+                )
                 value = Const(value.value, value.origins + (origin,))
             elif isinstance(value, StrategyObj):
-                origin = Origin(frame.module.path, frame.module.parsed.span(statement), f"`{target.id}` set here")
-                value = StrategyObj(value.class_name, value.user_class, value.options, value.package,
-                                    value.origins + (origin,), value.node, value.path)
+                origin = Origin(
+                    frame.module.path, frame.module.parsed.span(statement), f"`{target.id}` set here"
+                )
+                value = StrategyObj(
+                    value.class_name,
+                    value.user_class,
+                    value.options,
+                    value.package,
+                    value.origins + (origin,),
+                    value.node,
+                    value.path,
+                )
             elif isinstance(value, Obj) and not value.name:
                 value.name = target.id
             frame.bind(target.id, value)
@@ -759,9 +773,9 @@ class Run:
             except Exception:
                 return None
         if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, Const) and isinstance(right, Seq):
-            values = [self._concrete(item) for item in right.items]
-            if all(isinstance(v, Const) for v in values):
-                found = any(v.value == left.value for v in values)  # type: ignore[union-attr]
+            constants = [v for v in (self._concrete(item) for item in right.items) if isinstance(v, Const)]
+            if len(constants) == len(right.items):
+                found = any(v.value == left.value for v in constants)
                 return found == isinstance(op, ast.In)
         return None
 
@@ -863,7 +877,11 @@ class Run:
                     return found
                 return args[1] if len(args) > 1 else Const(None)
             return UNKNOWN
-        if isinstance(receiver, Const) and isinstance(receiver.value, str) and attr in ("lower", "upper", "strip"):
+        if (
+            isinstance(receiver, Const)
+            and isinstance(receiver.value, str)
+            and attr in ("lower", "upper", "strip")
+        ):
             self._eval_args(node, frame)
             return Const(getattr(receiver.value, attr)(), receiver.origins)
         return self._call_value(callee, node, frame)
@@ -885,8 +903,9 @@ class Run:
         args, keywords, _ = self._eval_args(node, frame)
         return self._generic_result(node, frame, args, keywords)
 
-    def _generic_result(self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value],
-                        name: str = "") -> Value:
+    def _generic_result(
+        self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value], name: str = ""
+    ) -> Value:
         """The result of a call we do not interpret: a new object born here."""
         found: list[Params] = []
         for value in [*args, *keywords.values()]:
@@ -894,7 +913,10 @@ class Run:
         outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput)]
         if outputs and not found:
             return outputs[0]
-        meta = any(ctx.kind == "meta_device" or (ctx.kind == "init_module" and ctx.empty_init) for ctx in frame.context)
+        meta = any(
+            ctx.kind == "meta_device" or (ctx.kind == "init_module" and ctx.empty_init)
+            for ctx in frame.context
+        )
         meta = meta and self._meta_context(frame)
         place = self.places[-1] if self.places else None
         return Obj(node, frame.module.path, meta=meta, params=tuple(found), name=name, created_place=place)
@@ -911,8 +933,14 @@ class Run:
                 return strategy.is_a("FSDPStrategy") or strategy.is_a("ModelParallelStrategy")
         return False
 
-    def _call_function(self, function: FunctionRef, args: list[Value], keywords: dict[str, Value],
-                       opaque: bool = False, entry: bool = False) -> Value:
+    def _call_function(
+        self,
+        function: FunctionRef,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool = False,
+        entry: bool = False,
+    ) -> Value:
         node = function.node
         self.executed_functions.add(id(node))
         if self.depth >= MAX_DEPTH:
@@ -932,8 +960,15 @@ class Run:
             self.depth -= 1
         return Const(None)
 
-    def _bind_params(self, node: ast.AST, frame: Frame, args: list[Value], keywords: dict[str, Value],
-                     opaque: bool, entry: bool) -> None:
+    def _bind_params(
+        self,
+        node: ast.AST,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool,
+        entry: bool,
+    ) -> None:
         arguments: ast.arguments = node.args  # type: ignore[attr-defined]
         positional = [*getattr(arguments, "posonlyargs", []), *arguments.args]
         defaults = arguments.defaults
@@ -946,7 +981,9 @@ class Run:
                 frame.bind(param.arg, keywords[param.arg])
             elif index >= first_default:
                 default = self._eval(defaults[index - first_default], module_frame)
-                frame.bind(param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default)
+                frame.bind(
+                    param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default
+                )
             else:
                 frame.bind(param.arg, Unknown(text=param.arg))
         for param, default_node in zip(arguments.kwonlyargs, arguments.kw_defaults):
@@ -954,7 +991,9 @@ class Run:
                 frame.bind(param.arg, keywords[param.arg])
             elif default_node is not None:
                 default = self._eval(default_node, module_frame)
-                frame.bind(param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default)
+                frame.bind(
+                    param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default
+                )
             else:
                 frame.bind(param.arg, Unknown(text=param.arg))
         if arguments.vararg:
@@ -968,8 +1007,11 @@ class Run:
             return default
         shown = repr(default.value)
         key = f"param:{id(function)}:{name}"
-        return Choice(key, (default, Unknown(text=name)),
-                      (f"`{name}` left at its default {shown}", f"`{name}` given another value"))
+        return Choice(
+            key,
+            (default, Unknown(text=name)),
+            (f"`{name}` left at its default {shown}", f"`{name}` given another value"),
+        )
 
     def _instantiate(self, cls: ClassRef, node: ast.Call, frame: Frame) -> Value:
         lightning_base = _lightning_base(cls)
@@ -1046,8 +1088,11 @@ class Run:
                 if base is None:
                     return Unknown(text=frame.module.parsed.segment(node))
                 # A user subclass: only the object's own user class matches.
-                user = subject.fabric.site.strategy.user_class if isinstance(subject, StrategyAttr) else (
-                    subject.user_class)
+                user = (
+                    subject.fabric.site.strategy.user_class
+                    if isinstance(subject, StrategyAttr)
+                    else (subject.user_class)
+                )
                 if user == item.name:
                     return Const(True)
                 continue
@@ -1093,16 +1138,33 @@ class Run:
         given.update({k: v for k, v in keywords.items() if k in names})
         config, provenance = self._fabric_config(given, opaque, frame)
         strategy = resolve(config)
-        if self.assumed_strategy and (self.force_strategy or not config.strategy_known or (
-                config.strategy_class is None and config.strategy_name in (None, "auto"))):
-            assumed = resolve(FabricConfig(strategy_name=self.assumed_strategy, strategy_given=True,
-                                           accelerator=config.accelerator, devices=config.devices,
-                                           devices_known=config.devices_known, num_nodes=config.num_nodes,
-                                           precision=config.precision, precision_known=config.precision_known,
-                                           script_dir=config.script_dir))
+        if self.assumed_strategy and (
+            self.force_strategy
+            or not config.strategy_known
+            or (config.strategy_class is None and config.strategy_name in (None, "auto"))
+        ):
+            assumed = resolve(
+                FabricConfig(
+                    strategy_name=self.assumed_strategy,
+                    strategy_given=True,
+                    accelerator=config.accelerator,
+                    devices=config.devices,
+                    devices_known=config.devices_known,
+                    num_nodes=config.num_nodes,
+                    precision=config.precision,
+                    precision_known=config.precision_known,
+                    script_dir=config.script_dir,
+                )
+            )
             strategy = ResolvedStrategy(**{**assumed.__dict__, "assumed": True})
-        state = FabricState(frame.module.path, node, strategy, provenance,
-                            place=self.places[-1] if self.places else None, parsed=frame.module.parsed)
+        state = FabricState(
+            frame.module.path,
+            node,
+            strategy,
+            provenance,
+            place=self.places[-1] if self.places else None,
+            parsed=frame.module.parsed,
+        )
         strategy_value = self._concrete(given["strategy"]) if "strategy" in given else None
         if isinstance(strategy_value, StrategyObj):
             state.strategy_call = strategy_value.node
@@ -1112,7 +1174,9 @@ class Run:
         self._emit(fabric, "Fabric", node, frame, args, keywords)
         return fabric
 
-    def _fabric_config(self, given: dict[str, Value], opaque: bool, frame: Frame) -> tuple[FabricConfig, tuple]:
+    def _fabric_config(
+        self, given: dict[str, Value], opaque: bool, frame: Frame
+    ) -> tuple[FabricConfig, tuple]:
         provenance: list[Origin] = []
         fields: dict[str, Any] = {"script_dir": os.path.dirname(frame.module.path)}
         strategy = self._concrete(given.get("strategy", Const("auto")))
@@ -1138,7 +1202,12 @@ class Run:
             provenance.extend(strategy.origins)
         else:
             fields["strategy_known"] = False
-        for name, default in (("accelerator", "auto"), ("devices", "auto"), ("num_nodes", 1), ("precision", None)):
+        for name, default in (
+            ("accelerator", "auto"),
+            ("devices", "auto"),
+            ("num_nodes", 1),
+            ("precision", None),
+        ):
             value = self._concrete(given.get(name, Const(default)))
             if name not in given and opaque:
                 value = UNKNOWN
@@ -1156,13 +1225,28 @@ class Run:
                 fields[name] = literal
         return FabricConfig(**fields), tuple(provenance)
 
-    def _strategy_object(self, qualname: str, keywords: dict[str, Value], node: ast.Call, frame: Frame,
-                         user_class: Optional[str] = None) -> Value:
+    def _strategy_object(
+        self,
+        qualname: str,
+        keywords: dict[str, Value],
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+    ) -> Value:
         class_name = qualname.rsplit(".", 1)[-1]
-        package = "lightning_fabric" if qualname.startswith("lightning_fabric") else (
-            "lightning.pytorch" if qualname.startswith(("lightning.pytorch", "pytorch_lightning")) else "lightning.fabric")
+        package = (
+            "lightning_fabric"
+            if qualname.startswith("lightning_fabric")
+            else (
+                "lightning.pytorch"
+                if qualname.startswith(("lightning.pytorch", "pytorch_lightning"))
+                else "lightning.fabric"
+            )
+        )
         origin = Origin(frame.module.path, frame.module.parsed.span(node), f"{user_class or class_name}(...)")
-        return StrategyObj(class_name, user_class, dict(keywords), package, (origin,), node, frame.module.path)
+        return StrategyObj(
+            class_name, user_class, dict(keywords), package, (origin,), node, frame.module.path
+        )
 
     def _fabric_text(self, fabric: FabricObj, node: ast.AST, frame: Frame, direct: bool) -> str:
         """Source text that names ``fabric`` here: the receiver of the call, or a name in scope."""
@@ -1181,12 +1265,28 @@ class Run:
                     return f"self.{attr}"
         return ""
 
-    def _emit(self, fabric: FabricObj, method: str, node: ast.Call, frame: Frame, args: list[Value],
-              keywords: dict[str, Value], receiver: Optional[Value] = None) -> CallEvent:
+    def _emit(
+        self,
+        fabric: FabricObj,
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+        receiver: Optional[Value] = None,
+    ) -> CallEvent:
         place = self.places[-1] if self.places else None
-        event = CallEvent(method, node, frame.module.parsed, fabric.site, args, keywords, place,
-                          fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
-                          extra={"receiver": receiver})
+        event = CallEvent(
+            method,
+            node,
+            frame.module.parsed,
+            fabric.site,
+            args,
+            keywords,
+            place,
+            fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
+            extra={"receiver": receiver},
+        )
         self.on_call(event)
         return event
 
@@ -1204,15 +1304,23 @@ class Run:
             empty_init = self._concrete(empty_init)
             if not isinstance(empty_init, Const):
                 source = next((k.value for k in node.keywords if k.arg == "empty_init"), None) or (
-                    node.args[0] if node.args else node)
+                    node.args[0] if node.args else node
+                )
                 truth = self._truth(empty_init, source, frame)
                 empty_init = Const(truth)
             keywords["empty_init"] = empty_init
         self._emit(fabric, method, node, frame, args, keywords)
         return self._effect(fabric, method, node, frame, args, keywords)
 
-    def _effect(self, fabric: FabricObj, method: str, node: ast.Call, frame: Frame, args: list[Value],
-                keywords: dict[str, Value]) -> Value:
+    def _effect(
+        self,
+        fabric: FabricObj,
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+    ) -> Value:
         """What a Fabric call returns and changes, assuming it succeeded."""
         state = fabric.site
         if method in ("setup", "setup_module"):
@@ -1228,7 +1336,9 @@ class Run:
             optimizers = args[1:] if method == "setup" else []
             if not optimizers:
                 return wrapped
-            return Seq([wrapped, *(self._wrap_optimizer(o, fabric, node, frame) for o in optimizers)], is_tuple=True)
+            return Seq(
+                [wrapped, *(self._wrap_optimizer(o, fabric, node, frame) for o in optimizers)], is_tuple=True
+            )
         if method == "setup_optimizers":
             wrapped_all = [self._wrap_optimizer(o, fabric, node, frame) for o in args]
             return wrapped_all[0] if len(wrapped_all) == 1 else Seq(wrapped_all, is_tuple=True)
@@ -1410,13 +1520,18 @@ def _option_value(option: ArgOption) -> Value:
         descriptions = []
         for choice in ordered:
             shown = repr(choice.value) if isinstance(choice, Const) else "?"
-            is_default = isinstance(default, Const) and isinstance(choice, Const) and choice.value == default.value
+            is_default = (
+                isinstance(default, Const) and isinstance(choice, Const) and choice.value == default.value
+            )
             suffix = " (the default)" if is_default else ""
             descriptions.append(f"`{option.flag}` is {shown}{suffix}")
         return Choice(key, tuple(ordered), tuple(descriptions))
     if isinstance(default, Const):
-        return Choice(key, (default, Unknown(text=option.flag)),
-                      (f"`{option.flag}` left at its default {default.value!r}", f"`{option.flag}` given"))
+        return Choice(
+            key,
+            (default, Unknown(text=option.flag)),
+            (f"`{option.flag}` left at its default {default.value!r}", f"`{option.flag}` given"),
+        )
     return Unknown(text=option.flag)
 
 
@@ -1483,8 +1598,12 @@ def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
         if isinstance(node, ast.Call):
             func = node.func
             is_api = isinstance(func, ast.Attribute) and func.attr in FABRIC_METHODS
-            is_ctor = (isinstance(func, ast.Name) and (func.id.endswith("Fabric") or func.id.endswith("Strategy"))) or (
-                isinstance(func, ast.Attribute) and (func.attr.endswith("Fabric") or func.attr.endswith("Strategy")))
+            is_ctor = (
+                isinstance(func, ast.Name) and (func.id.endswith("Fabric") or func.id.endswith("Strategy"))
+            ) or (
+                isinstance(func, ast.Attribute)
+                and (func.attr.endswith("Fabric") or func.attr.endswith("Strategy"))
+            )
             if is_api or is_ctor:
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
                     for sub in ast.walk(arg):

@@ -78,7 +78,9 @@ class JediLocator:
         thread.join(JEDI_TIMEOUT_S)
         if thread.is_alive():
             self.disabled = True
-            self.failures.append(f"jedi took over {JEDI_TIMEOUT_S}s on `import {dotted}`; used the import path")
+            self.failures.append(
+                f"jedi took over {JEDI_TIMEOUT_S}s on `import {dotted}`; used the import path"
+            )
             return None
         return result[0]
 

@@ -148,8 +148,12 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
     count = _count_devices(config.devices) if config.devices_known else None
 
     if not config.strategy_known:
-        return ResolvedStrategy(None, accelerator=accelerator, precision=precision,
-                                unknown_reason="the strategy is not a constant in the script")
+        return ResolvedStrategy(
+            None,
+            accelerator=accelerator,
+            precision=precision,
+            unknown_reason="the strategy is not a constant in the script",
+        )
 
     class_name: Optional[str] = None
     registry_name: Optional[str] = None
@@ -160,7 +164,9 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
 
     if config.strategy_class is not None:
         if config.strategy_package != config.fabric_package:
-            problems.append(("FAB021", (("name", f"{config.strategy_class}(...) from {config.strategy_package}"),)))
+            problems.append(
+                ("FAB021", (("name", f"{config.strategy_class}(...) from {config.strategy_package}"),))
+            )
         class_name = config.strategy_class
         if is_subclass(class_name, "DeepSpeedStrategy"):
             zero_stage, unknown_reason = _zero_stage(options, config.script_dir)
@@ -170,9 +176,13 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         name = (config.strategy_name or "auto").lower()
         if name != "auto" and name not in REGISTRY:
             problems.append(("FAB021", (("name", config.strategy_name),)))
-            return ResolvedStrategy(None, accelerator=accelerator, precision=precision,
-                                    unknown_reason=f"`{config.strategy_name}` is not a registered strategy",
-                                    problems=tuple(problems))
+            return ResolvedStrategy(
+                None,
+                accelerator=accelerator,
+                precision=precision,
+                unknown_reason=f"`{config.strategy_name}` is not a registered strategy",
+                problems=tuple(problems),
+            )
         if name == "fsdp" and accelerator == "tpu":
             name = "xla_fsdp"
         if name == "dp" and accelerator == "cpu":
@@ -213,9 +223,9 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
     )
 
 
-def _auto(accelerator: Optional[str], count: Optional[int], config: FabricConfig) -> tuple[
-    Optional[str], Optional[str], Optional[str]
-]:
+def _auto(
+    accelerator: Optional[str], count: Optional[int], config: FabricConfig
+) -> tuple[Optional[str], Optional[str], Optional[str]]:
     """``_choose_strategy`` for ``strategy="auto"`` (connector.py:394-413)."""
     nodes = config.num_nodes if isinstance(config.num_nodes, int) else None
     if accelerator == "tpu":

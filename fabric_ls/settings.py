@@ -40,7 +40,7 @@ def _as_codes(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        problems.append(f"`{key}` must be a list of rule codes such as [\"FAB001\"]; got {value!r}")
+        problems.append(f'`{key}` must be a list of rule codes such as ["FAB001"]; got {value!r}')
         return ()
     codes = tuple(v.strip().upper() for v in value)
     bad = [c for c in codes if not c.startswith("FAB")]
@@ -67,9 +67,12 @@ def parse_settings(raw: Mapping[str, Any], base: Settings = Settings()) -> tuple
             elif isinstance(value, str) and is_known_strategy_name(value):
                 result = replace(result, strategy=value.lower())
             else:
-                problems.append(f"`strategy` must be a Fabric strategy name such as \"deepspeed\"; got {value!r}")
+                problems.append(
+                    f'`strategy` must be a Fabric strategy name such as "deepspeed"; got {value!r}'
+                )
         elif normal in ("select", "ignore"):
-            result = replace(result, **{normal: _as_codes(value, normal, problems)})
+            codes = _as_codes(value, normal, problems)
+            result = replace(result, select=codes) if normal == "select" else replace(result, ignore=codes)
         elif normal == "severity":
             if not isinstance(value, Mapping):
                 problems.append(f"`severity` must map rule codes to one of {SEVERITIES}; got {value!r}")
@@ -87,7 +90,9 @@ def parse_settings(raw: Mapping[str, Any], base: Settings = Settings()) -> tuple
             elif isinstance(value, str):
                 result = replace(result, python=value)
             else:
-                problems.append(f"`{key}` must be a path to a Python interpreter or virtualenv; got {value!r}")
+                problems.append(
+                    f"`{key}` must be a path to a Python interpreter or virtualenv; got {value!r}"
+                )
         else:
             problems.append(f"unknown setting `{key}` (known: strategy, select, ignore, severity, python)")
     return result, problems

@@ -76,7 +76,9 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
     except (SyntaxError, ValueError) as error:
         first_error = _describe(error)
     except (RecursionError, MemoryError):
-        return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, "file is nested too deeply to analyse")
+        return ParsedSource(
+            path, text, ast.Module(body=[], type_ignores=[]), lines, "file is nested too deeply to analyse"
+        )
     work = list(lines)
     repaired: set[int] = set()
     emptied: set[int] = set()

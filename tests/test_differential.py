@@ -43,7 +43,9 @@ def outcomes():
         by_profile[_profile(sample_id, source)].append((sample_id, source))
     results = {}
     for profile, items in by_profile.items():
-        for (sample_id, _), outcome in zip(items, run_many([s for _, s in items], profile=profile, timeout=60)):
+        for (sample_id, _), outcome in zip(
+            items, run_many([s for _, s in items], profile=profile, timeout=60)
+        ):
             results[sample_id] = outcome
     return results
 
@@ -64,4 +66,6 @@ def test_analyser_agrees_with_lightning(tmp_path, outcomes, sample_id, rule, kin
     assert outcome.raised_by_lightning, outcome.stderr_tail
     record = get_record(rule)
     assert outcome.error_class in {record.error_class, *(s.error_class for s in record.other_sites)}
-    assert found == [(rule, outcome.line)], f"Lightning: {outcome.error_class} at line {outcome.line}: {outcome.message}"
+    assert found == [(rule, outcome.line)], (
+        f"Lightning: {outcome.error_class} at line {outcome.line}: {outcome.message}"
+    )

@@ -14,7 +14,7 @@ optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
 """
 
 
-def check(tmp_path: Path, source: str, files: dict[str, str] | None = None, settings: Settings = Settings()):
+def check(tmp_path: Path, source: str, files: dict[str, str] | None = None, settings: Settings = Settings()):  # noqa: B008
     for name, text in (files or {}).items():
         target = tmp_path / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -29,20 +29,25 @@ def codes(analysis) -> list[tuple[str, int, str]]:
 
 
 def test_alias_import_of_lightning(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         import lightning as L
         fabric = L.Fabric(accelerator="cuda", devices=2, strategy="DeepSpeed")
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 6, "error")]
     assert analysis.fabric_sites[0].candidates[0].class_name == "DeepSpeedStrategy"
 
 
 def test_standalone_package_and_module_constant(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning_fabric import Fabric as F
         STRATEGY = "deepspeed_stage_3"
@@ -50,14 +55,17 @@ def test_standalone_package_and_module_constant(tmp_path):
         fabric.launch()
         with fabric.init_module(empty_init=False):
             model = torch.nn.Linear(4, 2)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB003", 6, "error")]
     notes = [o.note for o in analysis.fabric_sites[0].candidates[0].provenance]
     assert any("STRATEGY" in note for note in notes)
 
 
 def test_strategy_imported_from_workspace_module(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         from settings import make_strategy
@@ -65,19 +73,25 @@ def test_strategy_imported_from_workspace_module(tmp_path):
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """, {"settings.py": """\
+    """,
+        {
+            "settings.py": """\
         from lightning.fabric.strategies import DeepSpeedStrategy
         CONFIGS = {"big": {"stage": 3}, "small": {"stage": 1}}
         def make_strategy():
             return DeepSpeedStrategy(stage=CONFIGS["big"]["stage"])
-    """})
+    """
+        },
+    )
     assert codes(analysis) == [("FAB001", 7, "error")]
     assert analysis.fabric_sites[0].candidates[0].zero_stage == 3
     assert any(path.endswith("settings.py") for path in analysis.dependencies)
 
 
 def test_if_else_gives_a_conditional_warning(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import os, torch
         from lightning.fabric import Fabric
         if os.environ.get("BIG"):
@@ -88,7 +102,8 @@ def test_if_else_gives_a_conditional_warning(tmp_path):
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 10, "warning")]
     assert "BIG" in analysis.findings[0].condition
     labels = sorted(c.class_name for c in analysis.fabric_sites[0].candidates)
@@ -96,7 +111,9 @@ def test_if_else_gives_a_conditional_warning(tmp_path):
 
 
 def test_argparse_default_without_choices(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import argparse, torch
         from lightning.fabric import Fabric
         parser = argparse.ArgumentParser()
@@ -106,13 +123,16 @@ def test_argparse_default_without_choices(tmp_path):
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 9, "warning")]
     assert "default" in analysis.findings[0].condition
 
 
 def test_entry_function_parameter_default(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         def setup(devices: int = 4, strategy: str = "fsdp") -> None:
@@ -122,13 +142,16 @@ def test_entry_function_parameter_default(tmp_path):
                 model = torch.nn.Linear(4, 2)
             optimizer = torch.optim.Adam(model.parameters())
             model, optimizer = fabric.setup(model, optimizer)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB002", 9, "warning")]
     assert "`strategy` left at its default 'fsdp'" in analysis.findings[0].condition
 
 
 def test_launch_binds_the_function_parameter(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         def main(fab):
@@ -136,12 +159,15 @@ def test_launch_binds_the_function_parameter(tmp_path):
             optimizer = fab.setup_optimizers(torch.optim.Adam(model.parameters()))
         fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
         fabric.launch(main)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 5, "error")]
 
 
 def test_self_fabric_across_methods_and_factory(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         def make_fabric():
@@ -154,12 +180,15 @@ def test_self_fabric_across_methods_and_factory(tmp_path):
                 model = self.fabric.setup_module(model)
                 opt = self.fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
         Trainer().fit(torch.nn.Linear(4, 2))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 11, "error")]
 
 
 def test_two_fabrics_stay_apart(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         teacher = Fabric(accelerator="cuda", devices=2, strategy="ddp")
@@ -170,12 +199,15 @@ def test_two_fabrics_stay_apart(tmp_path):
         oa = teacher.setup_optimizers(torch.optim.Adam(a.parameters()))
         b = student.setup_module(torch.nn.Linear(4, 2))
         ob = student.setup_optimizers(torch.optim.Adam(b.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 10, "error")]
 
 
 def test_unknowable_strategy_is_not_guessed(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         def run(**kwargs):
@@ -183,7 +215,8 @@ def test_unknowable_strategy_is_not_guessed(tmp_path):
             fabric.launch()
             model = fabric.setup_module(torch.nn.Linear(4, 2))
             optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == []
     assert analysis.fabric_sites[0].candidates[0].class_name is None
 
@@ -203,7 +236,9 @@ def test_strategy_setting_is_assumed_where_the_script_leaves_it_open(tmp_path):
 
 
 def test_user_strategy_subclass_in_another_module(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         from mystrategies import MyDeepSpeed
@@ -211,28 +246,37 @@ def test_user_strategy_subclass_in_another_module(tmp_path):
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """, {"mystrategies.py": """\
+    """,
+        {
+            "mystrategies.py": """\
         from lightning.fabric.strategies import DeepSpeedStrategy
         class MyDeepSpeed(DeepSpeedStrategy):
             pass
-    """})
+    """
+        },
+    )
     assert codes(analysis) == [("FAB001", 7, "error")]
     assert "MyDeepSpeed" in analysis.findings[0].message
 
 
 def test_single_device_tpu_is_not_xla_strategy(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="tpu", devices=1)
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_fsdp_default_init_module_is_not_meta(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
@@ -241,12 +285,15 @@ def test_fsdp_default_init_module_is_not_meta(tmp_path):
             model = torch.nn.Linear(4, 2)
         optimizer = torch.optim.Adam(model.parameters())
         model, optimizer = fabric.setup(model, optimizer)
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_user_meta_device_context_counts(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
@@ -255,12 +302,15 @@ def test_user_meta_device_context_counts(tmp_path):
             model = torch.nn.Linear(4, 2)
         optimizer = torch.optim.Adam(model.parameters())
         model, optimizer = fabric.setup(model, optimizer)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB002", 8, "error")]
 
 
 def test_suppression_comments(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
@@ -269,24 +319,30 @@ def test_suppression_comments(tmp_path):
         a = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))  # noqa: FAB001
         b = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))  # fabric-ls: ignore[FAB001]
         c = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))  # noqa: FAB002
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 8, "error")]
 
 
 def test_fsdp_subclass_bypasses_the_gpu_check(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         from lightning.fabric import Fabric
         from lightning.fabric.strategies import FSDPStrategy
         class MyFSDP(FSDPStrategy):
             pass
         a = Fabric(accelerator="cpu", devices=2, strategy=MyFSDP())
         b = Fabric(accelerator="cpu", devices=2, strategy=FSDPStrategy())
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB018", 6, "error")]
 
 
 def test_script_with_a_syntax_error_still_gets_findings(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
@@ -295,13 +351,16 @@ def test_script_with_a_syntax_error_still_gets_findings(tmp_path):
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
         for batch in loader
             loss = model(
-    """)
+    """,
+    )
     assert analysis.syntax_error
     assert codes(analysis) == [("FAB001", 6, "error")]
 
 
 def test_parameters_through_list_and_param_groups(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
@@ -312,5 +371,6 @@ def test_parameters_through_list_and_param_groups(tmp_path):
         groups = [{"params": decay, "weight_decay": 0.1}, {"params": list(model.parameters())}]
         optimizer = torch.optim.AdamW(groups)
         model, optimizer = fabric.setup(model, optimizer)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB002", 10, "error")]

@@ -28,15 +28,27 @@ def check(event: CallEvent) -> Optional[Violation]:
     if clip_val and max_norm:
         return Violation(event.node, {"problem": "Only one of `clip_val` or `max_norm` can be set."})
     if strategy.is_a("DeepSpeedStrategy") and (clip_val or max_norm):
-        return Violation(event.node, {"problem": "DeepSpeed handles gradient clipping automatically within the "
-                                                 "optimizer; set `gradient_clipping` in the DeepSpeed config."})
+        return Violation(
+            event.node,
+            {
+                "problem": "DeepSpeed handles gradient clipping automatically within the "
+                "optimizer; set `gradient_clipping` in the DeepSpeed config."
+            },
+        )
     if strategy.is_a("XLAFSDPStrategy") and clip_val:
-        return Violation(event.node, {"problem": "XLA's FSDP strategy does not support clipping gradients by value."})
+        return Violation(
+            event.node, {"problem": "XLA's FSDP strategy does not support clipping gradients by value."}
+        )
     if strategy.is_a("FSDPStrategy") and max_norm:
         module = event.args[0] if event.args else event.keywords.get("module")
         if isinstance(module, Obj):
-            return Violation(event.node, {"problem": "FSDP can only clip the norm of the module returned by "
-                                                     "`fabric.setup`, not the original one."})
+            return Violation(
+                event.node,
+                {
+                    "problem": "FSDP can only clip the norm of the module returned by "
+                    "`fabric.setup`, not the original one."
+                },
+            )
     if not clip_val and not max_norm:
         return Violation(event.node, {"problem": "Specify either `clip_val` or `max_norm`."})
     return None

@@ -1,4 +1,4 @@
-"""FAB017: ``launch`` given something that is not a function, a function without parameters, or called twice."""
+"""FAB017: ``launch`` given a non-function, a function without parameters, or called twice."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fabric_ls.events import CallEvent, Violation
 from fabric_ls.fixes import pass_callable_fix
 from fabric_ls.rules.common import Case, lightning_sentence
 from fabric_ls.strategies import is_subclass
-from fabric_ls.values import BoundMethod, Const, FunctionRef, Obj
+from fabric_ls.values import BoundMethod, Const, FunctionRef
 
 RULE = "FAB017"
 METHODS = ("launch",)
@@ -18,19 +18,22 @@ METHODS = ("launch",)
 def check(event: CallEvent) -> Optional[Violation]:
     function = event.args[0] if event.args else event.keywords.get("function")
     if function is not None:
-        not_callable = isinstance(function, Const) or (
-            isinstance(function, Obj) and isinstance(function.created_at, ast.Call) and _calls_a_function(event))
-        if not_callable:
+        # Only a value known not to be callable: what a script function returned (``main()``
+        # ran and gave None) or a literal. A call into a library may well return a callable.
+        if isinstance(function, Const):
             text = event.parsed.segment(event.node.args[0]) if event.node.args else "the value"
             problem = lightning_sentence(RULE, "needs to be a callable").replace("{function}", text)
             return Violation(event.node, {"problem": problem}, pass_callable_fix(event))
         if isinstance(function, FunctionRef) and _takes_no_arguments(function.node):
             problem = lightning_sentence(RULE, "needs to take at least one argument").replace(
-                "{function}", getattr(function.node, "name", "<lambda>"))
+                "{function}", getattr(function.node, "name", "<lambda>")
+            )
             return Violation(event.node, {"problem": problem})
         if isinstance(function, BoundMethod) and _takes_no_arguments(function.function.node, skip=1):
             name = getattr(function.function.node, "name", "method")
-            problem = lightning_sentence(RULE, "needs to take at least one argument").replace("{function}", name)
+            problem = lightning_sentence(RULE, "needs to take at least one argument").replace(
+                "{function}", name
+            )
             return Violation(event.node, {"problem": problem})
     strategy = event.strategy
     subprocess_launcher = strategy.class_name is not None and (
@@ -41,10 +44,6 @@ def check(event: CallEvent) -> Optional[Violation]:
     if event.fabric.launch_count >= 1 and subprocess_launcher and (strategy.device_count or 0) > 1:
         return Violation(event.node, {"problem": lightning_sentence(RULE, "only create subprocesses once")})
     return None
-
-
-def _calls_a_function(event: CallEvent) -> bool:
-    return bool(event.node.args) and isinstance(event.node.args[0], ast.Call)
 
 
 def _takes_no_arguments(node: ast.AST, skip: int = 0) -> bool:

@@ -15,7 +15,8 @@ METHODS = ("setup_optimizers",)
 def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
     sharded = strategy.is_a("XLAFSDPStrategy") or (
-        strategy.is_a("FSDPStrategy") and strategy.option("use_orig_params", True) in (False, 0, None)
+        strategy.is_a("FSDPStrategy")
+        and strategy.option("use_orig_params", True) in (False, 0, None)
         and ("use_orig_params", strategy.option("use_orig_params")) in strategy.options
     )
     if not sharded or not event.args or not all(built_before_setup(o) for o in event.args):

@@ -20,7 +20,9 @@ def check(event: CallEvent) -> Optional[Violation]:
         if event.args or event.keywords:
             return None
         # fabric.py:1232 raises the optimizer twin of this check.
-        return Violation(event.node, {"problem": "`setup_optimizers` requires at least one optimizer as input."})
+        return Violation(
+            event.node, {"problem": "`setup_optimizers` requires at least one optimizer as input."}
+        )
     if not event.args:
         return Violation(event.node, {"problem": lightning_sentence(RULE, "requires at least one")})
     if any(isinstance(a, SetupDataLoader) for a in event.args):

@@ -30,7 +30,9 @@ def check(event: CallEvent) -> Optional[Violation]:
         if strategy.is_a(base):
             if precision in allowed:
                 return None
-            return Violation(event.node, {"precision": precision, "allowed": ", ".join(allowed), "plugin": plugin})
+            return Violation(
+                event.node, {"precision": precision, "allowed": ", ".join(allowed), "plugin": plugin}
+            )
     return None
 
 

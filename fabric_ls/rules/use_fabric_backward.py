@@ -19,8 +19,12 @@ def check(event: CallEvent) -> Optional[Violation]:
     if strategy.class_name is None:
         return None
     always = strategy.is_a("DeepSpeedStrategy") or strategy.is_a("FSDPStrategy")
-    mixed = strategy.precision in _MIXED and not strategy.is_a("XLAStrategy") and not strategy.is_a(
-        "SingleDeviceXLAStrategy") and not strategy.is_a("XLAFSDPStrategy")
+    mixed = (
+        strategy.precision in _MIXED
+        and not strategy.is_a("XLAStrategy")
+        and not strategy.is_a("SingleDeviceXLAStrategy")
+        and not strategy.is_a("XLAFSDPStrategy")
+    )
     if not (always or mixed):
         return None
     return Violation(event.node, {"precision": strategy.precision or "32-true"}, fabric_backward_fix(event))
