@@ -122,8 +122,9 @@ def _strategy_origins(state: FabricState) -> tuple[Origin, ...]:
     origins: list[Origin] = []
     if state.node is not None and state.parsed is not None:
         origins.append(Origin(state.path, state.parsed.span(state.node), "Fabric(...) created here"))
-    for origin in state.provenance:
-        if isinstance(origin, Origin) and origin not in origins:
+    for evidence in state.provenance:
+        origin = evidence.to_origin()
+        if origin not in origins:
             origins.append(origin)
     return tuple(origins)
 

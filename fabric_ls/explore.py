@@ -8,6 +8,7 @@ the set of decisions under which it appears in *every* run below them.
 from __future__ import annotations
 
 import ast
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -16,8 +17,11 @@ from fabric_ls.interpreter import Decision, Decisions, FunctionRef, Run, StopRun
 from fabric_ls.model import Origin, Span
 from fabric_ls.project import Project
 from fabric_ls.source import ParsedSource
+from fabric_ls.values import ClassRef
 
 MAX_RUNS = 48
+# Wall-clock budget for all runs of one file; past it the analysis says it is incomplete.
+TIME_BUDGET_S = 1.5
 
 Checker = Callable[[CallEvent], Optional[tuple[str, Violation]]]
 
@@ -58,10 +62,15 @@ def explore(
     result = Exploration()
     reached: set[int] = set()
     roots: list[Optional[ast.AST]] = [None, *entry_functions(parsed)]
+    deadline = time.monotonic() + TIME_BUDGET_S
     for function in roots:
+        if time.monotonic() > deadline:
+            result.incomplete = True
+            break
         if function is not None and id(function) in reached:
             continue
-        _explore_root(project, parsed, check, (assumed_strategy, force_strategy), function, result, reached)
+        _explore_root(project, parsed, check, (assumed_strategy, force_strategy), function, result, reached,
+                      deadline)
     return result
 
 
@@ -73,11 +82,12 @@ def _explore_root(
     function: Optional[ast.AST],
     result: Exploration,
     reached: set[int],
+    deadline: float,
 ) -> None:
     pending: list[list[int]] = [[]]
     runs = 0
     while pending:
-        if runs >= MAX_RUNS:
+        if runs >= MAX_RUNS or (runs and time.monotonic() > deadline):
             result.incomplete = True
             break
         prefix = pending.pop()
@@ -116,11 +126,10 @@ def _explore_root(
 
 
 def _function_ref(run: Run, node: ast.AST) -> FunctionRef:
-    # Methods get their class bound by looking the class up in module globals after the module ran.
-    run.run_module() if not run.main_env.executed else None
+    # A method gets its class, found among the module's definitions.
+    if not run.main_env.executed:
+        run.define_module()
     for value in run.main_env.globals.values():
-        from fabric_ls.values import ClassRef
-
         if isinstance(value, ClassRef) and node in value.node.body:
             return FunctionRef(node, run.main_env, owner=value)
     return FunctionRef(node, run.main_env)
@@ -271,6 +280,3 @@ def site_conditions(
         result[key] = items
     return result
 
-
-def origin_list(state: FabricState) -> tuple[Origin, ...]:
-    return tuple(o for o in state.provenance if isinstance(o, Origin))

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from fabric_ls.events import CallEvent, FabricState, StatementPlace
-from fabric_ls.model import Origin
 from fabric_ls.project import Project, is_external
 from fabric_ls.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
 from fabric_ls.source import ParsedSource
@@ -29,6 +28,7 @@ from fabric_ls.values import (
     ClassRef,
     Const,
     ContextValue,
+    Evidence,
     External,
     FabricObj,
     FunctionRef,
@@ -193,10 +193,24 @@ class Run:
     def run_module(self) -> None:
         self._exec_module(self.main_env)
 
+    def define_module(self) -> None:
+        """Run the module's top level for its definitions only: no forks, no reports."""
+        saved_decisions, saved_sink = self.decisions, self.on_call
+        self.decisions, self.on_call = _NoForks(), _ignore_call
+        try:
+            self._exec_module(self.main_env)
+        except StopRun:
+            pass
+        finally:
+            self.decisions, self.on_call = saved_decisions, saved_sink
+            self.fabrics.clear()
+            self.executed_functions.clear()
+            self.steps = 0
+
     def run_function(self, function: FunctionRef, fabric: Optional[FabricState]) -> None:
         """Run a function nobody calls (an entry point such as a CLI target)."""
         if not self.main_env.executed:
-            self._exec_module(self.main_env)
+            self.define_module()
         args: list[Value] = []
         node = function.node
         params = node.args.args if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
@@ -432,15 +446,11 @@ class Run:
 
     def _assign(self, target: ast.AST, value: Value, frame: Frame, statement: ast.AST) -> None:
         if isinstance(target, ast.Name):
-            if isinstance(value, Const) and value.origins is not None:
-                origin = Origin(
-                    frame.module.path, frame.module.parsed.span(statement), f"`{target.id}` set here"
-                )
+            if isinstance(value, Const) and isinstance(value.value, str):
+                origin = Evidence(frame.module.parsed, statement, f"`{target.id}` set here")
                 value = Const(value.value, value.origins + (origin,))
             elif isinstance(value, StrategyObj):
-                origin = Origin(
-                    frame.module.path, frame.module.parsed.span(statement), f"`{target.id}` set here"
-                )
+                origin = Evidence(frame.module.parsed, statement, f"`{target.id}` set here")
                 value = StrategyObj(
                     value.class_name,
                     value.user_class,
@@ -584,8 +594,9 @@ class Run:
             raise StopRun() from None
 
     def _expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
-        origin = Origin(frame.module.path, frame.module.parsed.span(node), f"{node.value!r}")
-        return Const(node.value, (origin,))
+        if isinstance(node.value, str):
+            return Const(node.value, (Evidence(frame.module.parsed, node, repr(node.value)),))
+        return Const(node.value)
 
     def _expr_Name(self, node: ast.Name, frame: Frame) -> Value:
         value = frame.lookup(node.id)
@@ -1177,7 +1188,7 @@ class Run:
     def _fabric_config(
         self, given: dict[str, Value], opaque: bool, frame: Frame
     ) -> tuple[FabricConfig, tuple]:
-        provenance: list[Origin] = []
+        provenance: list[Evidence] = []
         fields: dict[str, Any] = {"script_dir": os.path.dirname(frame.module.path)}
         strategy = self._concrete(given.get("strategy", Const("auto")))
         if "strategy" not in given and opaque:
@@ -1243,7 +1254,7 @@ class Run:
                 else "lightning.fabric"
             )
         )
-        origin = Origin(frame.module.path, frame.module.parsed.span(node), f"{user_class or class_name}(...)")
+        origin = Evidence(frame.module.parsed, node, f"{user_class or class_name}(...)")
         return StrategyObj(
             class_name, user_class, dict(keywords), package, (origin,), node, frame.module.path
         )
@@ -1388,6 +1399,10 @@ _COMPARE: dict[type, Callable[[Any, Any], Any]] = {
 _BUILTINS = frozenset(dir(builtins))
 
 _TENSOR_RETURNING = frozenset({"forward", "generate", "__call__", "training_step", "validation_step"})
+
+
+def _ignore_call(event: CallEvent) -> None:
+    return None
 
 
 class _NoForks(Decisions):
@@ -1629,11 +1644,22 @@ def _looks_like_fabric_param(param: ast.arg) -> bool:
 
 
 def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
-    """Top-level functions and methods, in source order (candidates for entry points)."""
+    """Top-level functions and methods that use Fabric, in source order (candidate entry points)."""
     for statement in parsed.tree.body:
         if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield statement
+            if _mentions_fabric(statement):
+                yield statement
         elif isinstance(statement, ast.ClassDef):
             for inner in statement.body:
-                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and _mentions_fabric(inner):
                     yield inner
+
+
+def _mentions_fabric(function: ast.AST) -> bool:
+    """A cheap syntactic test: does the body call Fabric's API or build a Fabric or strategy?"""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Attribute) and (node.attr in FABRIC_METHODS or node.attr.endswith("Fabric")):
+            return True
+        if isinstance(node, ast.Name) and (node.id.endswith("Fabric") or node.id.endswith("Strategy")):
+            return True
+    return False

@@ -50,8 +50,16 @@ class ParsedSource:
         return Span(line0, start, end0, end)
 
     def segment(self, node: ast.AST) -> str:
-        """The source text of a node."""
-        return ast.get_source_segment(self.text, node) or ""
+        """The source text of a node (``ast.get_source_segment`` re-splits the file on every call)."""
+        if getattr(node, "end_lineno", None) is None:
+            return ""
+        span = self.span(node)
+        if span.start_line == span.end_line:
+            return self.line_text(span.start_line)[span.start_col : span.end_col]
+        parts = [self.line_text(span.start_line)[span.start_col :]]
+        parts.extend(self.line_text(n) for n in range(span.start_line + 1, span.end_line))
+        parts.append(self.line_text(span.end_line)[: span.end_col])
+        return "".join(parts)
 
     def line_text(self, line0: int) -> str:
         return self.lines[line0] if 0 <= line0 < len(self.lines) else ""

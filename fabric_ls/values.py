@@ -12,6 +12,20 @@ from fabric_ls.model import Origin
 _ids = itertools.count(1)
 
 
+class Evidence:
+    """Where a value came from, kept cheap: the span is only computed when a message needs it."""
+
+    __slots__ = ("parsed", "node", "note")
+
+    def __init__(self, parsed: Any, node: ast.AST, note: str) -> None:
+        self.parsed = parsed
+        self.node = node
+        self.note = note
+
+    def to_origin(self) -> Origin:
+        return Origin(self.parsed.path, self.parsed.span(self.node), self.note)
+
+
 class Value:
     """Base of every abstract value."""
 
@@ -33,7 +47,7 @@ class Const(Value):
     """A Python literal (str, int, float, bool, None, or containers of literals)."""
 
     value: Any
-    origins: tuple[Origin, ...] = ()
+    origins: tuple[Evidence, ...] = ()
 
 
 @dataclass(eq=False)
@@ -134,7 +148,7 @@ class StrategyObj(Value):
     user_class: Optional[str] = None
     options: dict[str, Value] = field(default_factory=dict)
     package: str = "lightning.fabric"
-    origins: tuple[Origin, ...] = ()
+    origins: tuple[Evidence, ...] = ()
     node: Optional[ast.Call] = None
     path: str = ""
 

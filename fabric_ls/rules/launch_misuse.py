@@ -1,4 +1,8 @@
-"""FAB017: ``launch`` given a non-function, a function without parameters, or called twice."""
+"""FAB017: ``launch`` given a non-function or a function without parameters.
+
+A second ``launch()`` is not reported: the first one sets ``LOCAL_RANK``, after which
+the subprocess launcher treats the processes as created (checked by running lightning).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ from typing import Optional
 from fabric_ls.events import CallEvent, Violation
 from fabric_ls.fixes import pass_callable_fix
 from fabric_ls.rules.common import Case, lightning_sentence
-from fabric_ls.strategies import is_subclass
 from fabric_ls.values import BoundMethod, Const, FunctionRef
 
 RULE = "FAB017"
@@ -35,14 +38,6 @@ def check(event: CallEvent) -> Optional[Violation]:
                 "{function}", name
             )
             return Violation(event.node, {"problem": problem})
-    strategy = event.strategy
-    subprocess_launcher = strategy.class_name is not None and (
-        is_subclass(strategy.class_name, "DeepSpeedStrategy")
-        or is_subclass(strategy.class_name, "FSDPStrategy")
-        or (is_subclass(strategy.class_name, "DDPStrategy") and strategy.start_method == "popen")
-    )
-    if event.fabric.launch_count >= 1 and subprocess_launcher and (strategy.device_count or 0) > 1:
-        return Violation(event.node, {"problem": lightning_sentence(RULE, "only create subprocesses once")})
     return None
 
 
