@@ -1,0 +1,1178 @@
+"""The fabric-ls language server: documents in, engine analyses out, LSP values back.
+
+Analysis runs on one worker thread (jedi is not thread-safe), never on the event loop.
+Each job analyses the *latest* version of its document when it starts, so a burst of
+edits costs one analysis; results are cached per (uri, version, settings, project).
+The server decides nothing about Fabric: findings come from ``engine``, text from
+``records`` and ``explain``, conversions from ``lsp_convert``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+from lsprotocol import types
+from lsprotocol.converters import get_converter
+from pygls.exceptions import JsonRpcException
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from fabric_ls import __version__, engine, explain, lsp_convert, workspace_config
+from fabric_ls.model import Analysis, Finding
+from fabric_ls.settings import Settings
+
+logger = logging.getLogger("fabric_ls.server")
+
+SERVER_NAME = "fabric-ls"
+CONFIG_SECTION = workspace_config.CLIENT_SECTION
+DIAGNOSTIC_IDENTIFIER = "fabric-ls"
+COMMAND_SHOW_STRATEGY = "fabric-ls.showStrategy"
+COMMAND_FIX_ALL = "fabric-ls.fixAll"
+COMMAND_STATUS = "fabric-ls.serverStatus"
+PYTHON_SUFFIXES = (".py", ".pyi")
+# Test hook: seconds to sleep in every real analysis, to make cancellation and coalescing observable.
+DELAY_VARIABLE = "FABRIC_LS_TEST_ANALYSIS_DELAY"
+CONFIG_TIMEOUT = 3.0
+
+
+def _normal(path: str) -> str:
+    return os.path.normcase(os.path.abspath(path))
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """One version of an open document with the settings and project that apply to it."""
+
+    uri: str
+    path: str
+    version: int
+    source: str
+    lines: tuple[str, ...]
+    settings: Settings
+    project_key: tuple[str, str]
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.version, self.settings, self.project_key)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An analysis of one document version and what the client sees of it."""
+
+    document: DocumentState
+    analysis: Analysis
+    findings: tuple[Finding, ...]
+    diagnostics: tuple[types.Diagnostic, ...]
+    result_id: str
+    dependencies: frozenset[str]
+
+
+@dataclass
+class _ProjectState:
+    project: engine.Project
+    overlay_versions: dict[str, int] = field(default_factory=dict)
+    disk_changes_seen: int = 0
+
+
+class RecordBook:
+    """Rule records by code, loaded on first use; a missing record module or code gives None."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, code: str) -> Optional[Any]:
+        with self._lock:
+            if code in self._records:
+                return self._records[code]
+        try:
+            from fabric_ls.records import get_record
+
+            record = get_record(code)
+        except Exception:  # records are presentation: never let them break analysis
+            logger.debug("no record for %s", code, exc_info=True)
+            record = None
+        with self._lock:
+            self._records[code] = record
+        return record
+
+    def load(self) -> None:
+        try:
+            from fabric_ls.records import load_records
+
+            load_records()
+        except Exception:
+            logger.debug("records not loaded", exc_info=True)
+
+
+class AnalysisWorker:
+    """The one thread that talks to the engine (and through it to jedi).
+
+    The event loop publishes document states; jobs read the latest state when they run,
+    so queued jobs for superseded versions cost a dictionary lookup.
+    """
+
+    def __init__(self, record_for: RecordBook) -> None:
+        self.record_for = record_for
+        self.encoding: str = types.PositionEncodingKind.Utf16
+        self.delay = float(os.environ.get(DELAY_VARIABLE) or 0)
+        self._jobs: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple[Any, ...]]]] = (
+            queue.SimpleQueue()
+        )
+        self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()
+        self._documents: dict[str, DocumentState] = {}
+        self._disk_changes: list[str] = []
+        # Owned by the worker thread.
+        self._outcomes: dict[str, Outcome] = {}
+        self._portability: dict[str, tuple[tuple[Any, ...], dict[str, list[Finding]]]] = {}
+        self._projects: dict[tuple[str, str], _ProjectState] = {}
+        self._file_lines: dict[str, tuple[tuple[int, int], list[str]]] = {}
+        self._converter = get_converter()
+        self.stats: dict[str, Any] = {
+            "analyses": 0,
+            "cache_hits": 0,
+            "portability_runs": 0,
+            "failures": 0,
+            "analysed_versions": {},
+            "last_analysis_ms": None,
+        }
+
+    # -- loop side -------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="fabric-ls-analysis", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self.start()
+        self._jobs.put((future, function, args))
+        return future
+
+    def set_document(self, state: DocumentState) -> None:
+        with self._lock:
+            self._documents[state.uri] = state
+
+    def remove_document(self, uri: str) -> None:
+        with self._lock:
+            self._documents.pop(uri, None)
+
+    def document(self, uri: str) -> Optional[DocumentState]:
+        with self._lock:
+            return self._documents.get(uri)
+
+    def documents(self) -> list[DocumentState]:
+        with self._lock:
+            return list(self._documents.values())
+
+    def note_disk_change(self, path: str) -> None:
+        with self._lock:
+            self._disk_changes.append(path)
+
+    def outcome(self, uri: str) -> Future:
+        return self.submit(self._analyse, uri)
+
+    def portability(self, uri: str) -> Future:
+        return self.submit(self._portability_of, uri)
+
+    # -- worker side -----------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            future, function, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as error:  # the waiter decides what to do with it
+                future.set_exception(error)
+
+    def _project(self, key: tuple[str, str]) -> _ProjectState:
+        state = self._projects.get(key)
+        if state is None:
+            root, python = key
+            state = _ProjectState(engine.Project(roots=[root], python=python))
+            with self._lock:
+                state.disk_changes_seen = len(self._disk_changes)
+            self._projects[key] = state
+        return state
+
+    def _sync(self, key: tuple[str, str]) -> _ProjectState:
+        """Give the project the open buffers and the files changed on disk; drop results that read them."""
+        state = self._project(key)
+        project = state.project
+        with self._lock:
+            open_documents = {document.path: document for document in self._documents.values()}
+            disk_changes = self._disk_changes[state.disk_changes_seen :]
+            state.disk_changes_seen = len(self._disk_changes)
+        changed: set[str] = set()
+        for path, document in open_documents.items():
+            if state.overlay_versions.get(path) != document.version:
+                project.set_overlay(path, document.source)
+                state.overlay_versions[path] = document.version
+                changed.add(_normal(path))
+        for path in list(state.overlay_versions):
+            if path not in open_documents:
+                project.set_overlay(path, None)
+                del state.overlay_versions[path]
+                changed.add(_normal(path))
+        for path in disk_changes:
+            project.invalidate(path)
+            changed.add(_normal(path))
+        if changed:
+            for uri, outcome in list(self._outcomes.items()):
+                if outcome.dependencies & changed:
+                    del self._outcomes[uri]
+                    self._portability.pop(uri, None)
+            for path in changed:
+                self._file_lines.pop(path, None)
+        return state
+
+    def _analyse(self, uri: str) -> Optional[Outcome]:
+        document = self.document(uri)
+        if document is None:
+            return None
+        state = self._sync(document.project_key)
+        cached = self._outcomes.get(uri)
+        if cached is not None and cached.document.key == document.key:
+            self.stats["cache_hits"] += 1
+            return cached
+        started = time.perf_counter()
+        if self.delay:
+            time.sleep(self.delay)
+        try:
+            analysis = engine.analyze_source(document.source, document.path, document.settings, state.project)
+        except Exception:
+            self.stats["failures"] += 1
+            logger.exception("analysis of %s failed", document.path)
+            analysis = Analysis(path=document.path)
+        outcome = self._present(document, analysis)
+        self.stats["analyses"] += 1
+        self.stats["last_analysis_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        versions = self.stats["analysed_versions"].setdefault(uri, deque(maxlen=50))
+        versions.append(document.version)
+        self._outcomes[uri] = outcome
+        return outcome
+
+    def _portability_of(self, uri: str) -> dict[str, list[Finding]]:
+        document = self.document(uri)
+        if document is None:
+            return {}
+        state = self._sync(document.project_key)
+        cached = self._portability.get(uri)
+        if cached is not None and cached[0] == document.key:
+            return cached[1]
+        try:
+            result = engine.portability(document.source, document.path, document.settings, state.project)
+        except Exception:
+            logger.exception("portability of %s failed", document.path)
+            result = {}
+        self.stats["portability_runs"] += 1
+        self._portability[uri] = (document.key, result)
+        return result
+
+    def _lines_of(self, path: str) -> Optional[list[str]]:
+        """Another file's lines, for related information: the open buffer, else the file on disk."""
+        normal = _normal(path)
+        for document in self.documents():
+            if _normal(document.path) == normal:
+                return list(document.lines)
+        try:
+            status = os.stat(path)
+            stamp = (status.st_mtime_ns, status.st_size)
+            cached = self._file_lines.get(normal)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines = lsp_convert.split_lines(handle.read())
+        except OSError:
+            return None
+        self._file_lines[normal] = (stamp, lines)
+        return lines
+
+    def _present(self, document: DocumentState, analysis: Analysis) -> Outcome:
+        """Keep the findings the user wants (select/ignore, noqa, severity "off") and convert them."""
+        settings = document.settings
+        own_path = _normal(document.path)
+        findings: list[Finding] = []
+        diagnostics: list[types.Diagnostic] = []
+        for finding in analysis.findings:
+            if _normal(finding.path) != own_path or not settings.wants(finding.code):
+                continue
+            line = finding.span.start_line
+            if 0 <= line < len(document.lines) and lsp_convert.is_suppressed(
+                document.lines[line], finding.code
+            ):
+                continue
+            record = self.record_for(finding.code)
+            diagnostic = lsp_convert.to_diagnostic(
+                finding,
+                document.lines,
+                self.encoding,
+                settings.severity_for(finding.code, finding.severity),
+                document.version,
+                docs_url=getattr(record, "docs_url", None) if record is not None else None,
+                related_lines=self._lines_of,
+            )
+            if diagnostic is None:
+                continue
+            findings.append(finding)
+            diagnostics.append(diagnostic)
+        return Outcome(
+            document=document,
+            analysis=analysis,
+            findings=tuple(findings),
+            diagnostics=tuple(diagnostics),
+            result_id=lsp_convert.diagnostics_result_id(diagnostics, self._converter),
+            dependencies=frozenset(_normal(path) for path in analysis.dependencies),
+        )
+
+    def warm_up(self) -> None:
+        self.record_for.load()
+        warm = getattr(engine, "warm_up", None)
+        if callable(warm):
+            started = time.perf_counter()
+            try:
+                warm()
+            except Exception:
+                logger.exception("engine warm-up failed")
+            logger.info("engine warm-up took %.0f ms", (time.perf_counter() - started) * 1000)
+
+    def status(self) -> dict[str, Any]:
+        stats = dict(self.stats)
+        stats["analysed_versions"] = {uri: list(v) for uri, v in self.stats["analysed_versions"].items()}
+        stats["projects"] = [{"root": root, "python": python} for root, python in self._projects]
+        return stats
+
+
+class _Rejected:
+    """Stands in for a request whose params did not deserialize; it has been answered with an error."""
+
+    jsonrpc = None
+
+
+class FabricProtocol(LanguageServerProtocol):
+    """pygls' protocol with two repairs: invalid params get an error response, and capabilities
+    follow what the client can use (pull diagnostics only for clients that pull)."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            if isinstance(data, dict) and "method" in data and "id" in data and "jsonrpc" in data:
+                # The spec wants an answer (-32602); without one the client would wait forever.
+                self._send_response(data["id"], error=error.to_response_error())
+                return _Rejected()
+            raise
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Any:
+        result = yield from super().lsp_initialize(params)
+        capabilities = result.capabilities
+        if not _client_pulls_diagnostics(params.capabilities):
+            capabilities.diagnostic_provider = None
+        if _client_has_inlay_hints(params.capabilities):
+            capabilities.code_lens_provider = None
+        return result
+
+
+def _capability(capabilities: Optional[types.ClientCapabilities], dotted: str, default: Any = None) -> Any:
+    value: Any = capabilities
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return default
+    return value
+
+
+def _client_pulls_diagnostics(capabilities: Optional[types.ClientCapabilities]) -> bool:
+    return _capability(capabilities, "text_document.diagnostic") is not None
+
+
+def _client_has_inlay_hints(capabilities: Optional[types.ClientCapabilities]) -> bool:
+    return _capability(capabilities, "text_document.inlay_hint") is not None
+
+
+class FabricLanguageServer(LanguageServer):
+    """Holds the open documents, the settings sources and the analysis worker."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            name=SERVER_NAME,
+            version=__version__,
+            protocol_cls=FabricProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
+        self.record_for = RecordBook()
+        self.worker = AnalysisWorker(self.record_for)
+        self.initialization_options: Any = None
+        self.client_settings: dict[Optional[str], Any] = {}
+        self.pull_mode = False
+        self.shutdown_requested = False
+        self.outcomes: dict[str, Outcome] = {}
+        # Documents whose last outcome may be out of date for a reason the version does not show.
+        self.stale: set[str] = set()
+        self.published: dict[str, tuple[int, str]] = {}
+        self.served: dict[str, str] = {}
+        self.reported_problems: set[str] = set()
+        self.config_ready: Optional[asyncio.Event] = None
+        self._tasks: set[asyncio.Future] = set()
+        self._refresh_pending: set[str] = set()
+        self._root_cache: dict[str, str] = {}
+
+    # -- capabilities and small helpers ----------------------------------------------------
+    @property
+    def encoding(self) -> str:
+        return self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+
+    def client_can(self, dotted: str) -> bool:
+        return bool(_capability(self.client_capabilities, dotted, False))
+
+    def spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("background task failed", exc_info=task.exception())
+
+    def document(self, uri: str) -> Optional[DocumentState]:
+        return self.worker.document(uri)
+
+    def tell(self, message: str, level: types.MessageType = types.MessageType.Warning) -> None:
+        """Show a message and log it too (messages disappear; the log stays)."""
+        self.window_show_message(types.ShowMessageParams(type=level, message=message))
+        self.window_log_message(types.LogMessageParams(type=level, message=message))
+
+    # -- settings --------------------------------------------------------------------------
+    def folder_for(self, path: str) -> Optional[str]:
+        """The workspace folder holding ``path`` (the deepest one in a multi-root workspace)."""
+        normal = _normal(path)
+        best: Optional[str] = None
+        for folder in self.workspace.folders.values():
+            folder_path = lsp_convert.uri_to_path(folder.uri)
+            if not folder_path:
+                continue
+            candidate = _normal(folder_path)
+            if (normal == candidate or normal.startswith(candidate.rstrip(os.sep) + os.sep)) and (
+                best is None or len(candidate) > len(best)
+            ):
+                best = folder_path
+        if best is None and self.workspace.root_path:
+            root = _normal(self.workspace.root_path)
+            if normal.startswith(root.rstrip(os.sep) + os.sep):
+                best = self.workspace.root_path
+        return best
+
+    def _folder_uri(self, folder_path: Optional[str]) -> Optional[str]:
+        if folder_path is None:
+            return None
+        for folder in self.workspace.folders.values():
+            if lsp_convert.uri_to_path(folder.uri) == folder_path:
+                return folder.uri
+        return None
+
+    def _loose_root(self, path: str) -> str:
+        """For a file outside every workspace folder: the nearest folder that looks like a project."""
+        directory = os.path.dirname(os.path.abspath(path))
+        cached = self._root_cache.get(directory)
+        if cached is not None:
+            return cached
+        current = directory
+        root = directory
+        while True:
+            if any(
+                os.path.exists(os.path.join(current, marker))
+                for marker in ("pyproject.toml", "setup.py", ".git")
+            ):
+                root = current
+                break
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+        self._root_cache[directory] = root
+        return root
+
+    def settings_for(self, path: str) -> tuple[Settings, tuple[str, str]]:
+        folder = self.folder_for(path)
+        base_dir = folder or os.path.dirname(os.path.abspath(path))
+        scoped = self.client_settings.get(self._folder_uri(folder))
+        editor = scoped if scoped is not None else self.client_settings.get(None)
+        layers = [
+            workspace_config.SettingsLayer(
+                "initializationOptions",
+                workspace_config.client_section(self.initialization_options),
+                base_dir,
+            ),
+            workspace_config.SettingsLayer(
+                f"editor settings ({CONFIG_SECTION})", workspace_config.client_section(editor), base_dir
+            ),
+        ]
+        config = workspace_config.find_project_config(path)
+        problems: list[str] = []
+        if config.error:
+            problems.append(config.error)
+        elif config.path:
+            layers.append(
+                workspace_config.SettingsLayer(
+                    f"{config.path} [tool.{workspace_config.TOOL_TABLE}]",
+                    config.table,
+                    os.path.dirname(config.path),
+                )
+            )
+        settings, layer_problems = workspace_config.layered_settings(layers)
+        self.report_problems(problems + layer_problems)
+        python = settings.python or workspace_config.default_python()
+        root = folder or self._loose_root(path)
+        return settings, (root, python)
+
+    def report_problems(self, problems: Iterable[str]) -> None:
+        for problem in problems:
+            if problem in self.reported_problems:
+                continue
+            self.reported_problems.add(problem)
+            self.tell(f"fabric-ls: {problem}. Using the default for that setting.")
+
+    async def pull_client_settings(self) -> None:
+        """Ask the client for the ``fabricLs`` section, globally and for each workspace folder."""
+        if not self.client_can("workspace.configuration"):
+            return
+        folders = list(self.workspace.folders.values())
+        items = [types.ConfigurationItem(section=CONFIG_SECTION)]
+        items += [types.ConfigurationItem(scope_uri=folder.uri, section=CONFIG_SECTION) for folder in folders]
+        try:
+            values = await asyncio.wait_for(
+                self.workspace_configuration_async(types.ConfigurationParams(items=items)), CONFIG_TIMEOUT
+            )
+        except Exception as error:  # a client that fails here must not stop the server
+            logger.warning("workspace/configuration failed: %s", error)
+            return
+        values = list(values or [])
+        settings: dict[Optional[str], Any] = {None: values[0] if values else None}
+        for folder, value in zip(folders, values[1:]):
+            settings[folder.uri] = value
+        self.client_settings = settings
+
+    async def wait_for_config(self) -> None:
+        if self.config_ready is None or self.config_ready.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.config_ready.wait(), CONFIG_TIMEOUT)
+        except asyncio.TimeoutError:
+            self.config_ready.set()
+
+    # -- documents -------------------------------------------------------------------------
+    def track(self, uri: str, version: int, source: str) -> Optional[DocumentState]:
+        path = lsp_convert.uri_to_path(uri)
+        if not path or not path.endswith(PYTHON_SUFFIXES):
+            return None
+        settings, project_key = self.settings_for(path)
+        state = DocumentState(
+            uri=uri,
+            path=path,
+            version=version,
+            source=source,
+            lines=tuple(lsp_convert.split_lines(source)),
+            settings=settings,
+            project_key=project_key,
+        )
+        self.worker.set_document(state)
+        return state
+
+    def untrack(self, uri: str) -> None:
+        self.worker.remove_document(uri)
+        self.outcomes.pop(uri, None)
+        self.stale.discard(uri)
+        self.published.pop(uri, None)
+        self.served.pop(uri, None)
+
+    def dependents_of(self, paths: Iterable[str], exclude: str = "") -> list[str]:
+        """Open documents whose last analysis read any of ``paths``."""
+        changed = {_normal(path) for path in paths}
+        return [
+            uri for uri, outcome in self.outcomes.items() if uri != exclude and outcome.dependencies & changed
+        ]
+
+    def restate_all(self) -> None:
+        """Recompute every open document's settings (a settings source changed)."""
+        for document in self.worker.documents():
+            self.track(document.uri, document.version, document.source)
+
+    # -- analysis --------------------------------------------------------------------------
+    async def outcome_for(self, uri: str) -> Optional[Outcome]:
+        """The analysis of the document's current version (computed on the worker if needed)."""
+        for _ in range(5):
+            document = self.document(uri)
+            if document is None:
+                return None
+            cached = self.outcomes.get(uri)
+            if cached is not None and cached.document.key == document.key and uri not in self.stale:
+                return cached
+            outcome = await asyncio.wrap_future(self.worker.outcome(uri))
+            current = self.document(uri)
+            if outcome is None or current is None:
+                return None
+            if outcome.document.key == current.key:
+                self.outcomes[uri] = outcome
+                self.stale.discard(uri)
+                return outcome
+        return None
+
+    def schedule(self, uri: str, force: bool = False, external: bool = False) -> None:
+        """Re-analyse ``uri`` in the background and publish (push) or announce (pull) the result.
+
+        ``external`` marks a change the client does not know about (settings, another file).
+        """
+        if external:
+            self.stale.add(uri)
+        self.spawn(self._refresh(uri, force, external))
+
+    async def _refresh(self, uri: str, force: bool, external: bool) -> None:
+        await self.wait_for_config()
+        outcome = await asyncio.wrap_future(self.worker.outcome(uri))
+        current = self.document(uri)
+        if outcome is None or current is None or outcome.document.key != current.key:
+            return  # superseded: the refresh scheduled by the newer change publishes
+        previous = self.outcomes.get(uri)
+        self.outcomes[uri] = outcome
+        self.stale.discard(uri)
+        if external and (previous is None or previous.analysis.fabric_sites != outcome.analysis.fabric_sites):
+            self.request_refreshes(views=True)
+        if self.pull_mode:
+            if external and self.served.get(uri) not in (None, outcome.result_id):
+                self.request_refreshes(diagnostics=True)
+            return
+        stamp = (current.version, outcome.result_id)
+        if not force and self.published.get(uri) == stamp:
+            return
+        self.published[uri] = stamp
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(
+                uri=uri, version=current.version, diagnostics=list(outcome.diagnostics)
+            )
+        )
+
+    def request_refreshes(self, diagnostics: bool = False, views: bool = False) -> None:
+        """Ask the client to re-pull what changed behind its back (coalesced to one request each)."""
+        wanted = ({"diagnostics"} if diagnostics else set()) | ({"views"} if views else set())
+        if not wanted - self._refresh_pending:
+            return
+        first = not self._refresh_pending
+        self._refresh_pending |= wanted
+        if first:
+            asyncio.get_running_loop().call_later(0.05, self._send_refreshes)
+
+    def _send_refreshes(self) -> None:
+        pending, self._refresh_pending = self._refresh_pending, set()
+        if (
+            "diagnostics" in pending
+            and self.pull_mode
+            and self.client_can("workspace.diagnostics.refresh_support")
+        ):
+            self.workspace_diagnostic_refresh(None)
+        if "views" in pending and self.client_can("workspace.inlay_hint.refresh_support"):
+            self.workspace_inlay_hint_refresh(None)
+        if "views" in pending and self.client_can("workspace.code_lens.refresh_support"):
+            self.workspace_code_lens_refresh(None)
+
+    def reanalyse_all(self) -> None:
+        self.restate_all()
+        for document in self.worker.documents():
+            self.schedule(document.uri, force=True, external=True)
+        self.request_refreshes(diagnostics=True, views=True)
+
+    # -- fixes -----------------------------------------------------------------------------
+    def safe_fix_edits(self, outcome: Outcome) -> list[types.TextEdit]:
+        """Every safe fix's edits, skipping a fix that overlaps one already taken."""
+        taken: list[types.TextEdit] = []
+        for finding in sorted(outcome.findings, key=lambda finding: finding.span):
+            if finding.fix is None or not finding.fix.safe:
+                continue
+            edits = lsp_convert.fix_edits(finding.fix, outcome.document.lines, self.encoding)
+            if any(lsp_convert.edits_overlap(edit, other) for edit in edits for other in taken):
+                continue
+            taken.extend(edit for edit in edits if edit not in taken)
+        return taken
+
+    def workspace_edit(self, document: DocumentState, edits: Sequence[types.TextEdit]) -> types.WorkspaceEdit:
+        return lsp_convert.workspace_edit(
+            document.uri,
+            document.version,
+            edits,
+            self.client_can("workspace.workspace_edit.document_changes"),
+        )
+
+
+# ---- handlers ----------------------------------------------------------------------------
+
+
+def on_initialize(ls: FabricLanguageServer, params: types.InitializeParams) -> None:
+    ls.initialization_options = params.initialization_options
+    ls.pull_mode = _client_pulls_diagnostics(params.capabilities)
+    ls.worker.encoding = ls.encoding
+    ls.config_ready = asyncio.Event()
+    if not _capability(params.capabilities, "workspace.configuration", False):
+        ls.config_ready.set()
+    ls.worker.start()
+    ls.worker.submit(ls.worker.warm_up)
+
+
+async def on_initialized(ls: FabricLanguageServer, params: types.InitializedParams) -> None:
+    registrations = []
+    if ls.client_can("workspace.did_change_configuration.dynamic_registration"):
+        registrations.append(
+            types.Registration(
+                id="fabric-ls-configuration",
+                method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                register_options=types.DidChangeConfigurationRegistrationOptions(section=CONFIG_SECTION),
+            )
+        )
+    if ls.client_can("workspace.did_change_watched_files.dynamic_registration"):
+        registrations.append(
+            types.Registration(
+                id="fabric-ls-watched-files",
+                method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(
+                    watchers=[
+                        types.FileSystemWatcher(glob_pattern="**/*.py"),
+                        types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                    ]
+                ),
+            )
+        )
+    if registrations:
+        ls.spawn(_register(ls, registrations))
+    await ls.pull_client_settings()
+    # Documents opened meanwhile wait for the settings; give them the ones just received.
+    ls.restate_all()
+    if ls.config_ready is not None:
+        ls.config_ready.set()
+
+
+async def _register(ls: FabricLanguageServer, registrations: list[types.Registration]) -> None:
+    try:
+        await ls.client_register_capability_async(types.RegistrationParams(registrations=registrations))
+    except Exception as error:  # the client may refuse; static capabilities still work
+        logger.info("client/registerCapability refused: %s", error)
+
+
+def on_did_open(ls: FabricLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+    document = params.text_document
+    if ls.track(document.uri, document.version, document.text) is not None:
+        ls.schedule(document.uri)
+
+
+def on_did_change(ls: FabricLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    if ls.document(uri) is None:
+        return
+    text = ls.workspace.get_text_document(uri).source
+    state = ls.track(uri, params.text_document.version, text)
+    if state is None:
+        return
+    ls.schedule(uri)
+    for dependent in ls.dependents_of([state.path], exclude=uri):
+        ls.schedule(dependent, external=True)
+
+
+def on_did_save(ls: FabricLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    path = lsp_convert.uri_to_path(uri) or ""
+    if os.path.basename(path) == workspace_config.CONFIG_FILE:
+        workspace_config.invalidate(path)
+        ls.reported_problems.clear()
+        ls.reanalyse_all()
+        return
+    if ls.document(uri) is not None:
+        ls.schedule(uri, force=True)
+
+
+def on_did_close(ls: FabricLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    state = ls.document(uri)
+    if state is None:
+        return
+    dependents = ls.dependents_of([state.path], exclude=uri)
+    ls.untrack(uri)
+    if not ls.pull_mode:
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+    # The buffer is gone: whoever imports it now reads the file on disk.
+    for dependent in dependents:
+        ls.schedule(dependent, external=True)
+
+
+def on_did_change_watched_files(ls: FabricLanguageServer, params: types.DidChangeWatchedFilesParams) -> None:
+    config_changed = False
+    structural = False
+    changed: list[str] = []
+    for change in params.changes:
+        path = lsp_convert.uri_to_path(change.uri)
+        if not path:
+            continue
+        if os.path.basename(path) == workspace_config.CONFIG_FILE:
+            workspace_config.invalidate(path)
+            config_changed = True
+        elif path.endswith(PYTHON_SUFFIXES):
+            ls.worker.note_disk_change(path)
+            changed.append(path)
+            if change.type != types.FileChangeType.Changed:
+                structural = True
+    if config_changed:
+        ls.reported_problems.clear()
+        ls.reanalyse_all()
+        return
+    if structural:
+        # A created or deleted module can change what any import resolves to.
+        targets = [document.uri for document in ls.worker.documents()]
+    else:
+        targets = ls.dependents_of(changed)
+    for uri in targets:
+        ls.schedule(uri, external=True)
+
+
+async def on_did_change_configuration(
+    ls: FabricLanguageServer, params: types.DidChangeConfigurationParams
+) -> None:
+    if ls.client_can("workspace.configuration"):
+        await ls.pull_client_settings()
+    else:
+        ls.client_settings = {None: workspace_config.client_section(params.settings)}
+    ls.reported_problems.clear()
+    ls.reanalyse_all()
+
+
+async def on_did_change_workspace_folders(
+    ls: FabricLanguageServer, params: types.DidChangeWorkspaceFoldersParams
+) -> None:
+    await ls.pull_client_settings()
+    ls.reanalyse_all()
+
+
+async def on_document_diagnostic(
+    ls: FabricLanguageServer, params: types.DocumentDiagnosticParams
+) -> types.DocumentDiagnosticReport:
+    uri = params.text_document.uri
+    if ls.document(uri) is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    await ls.wait_for_config()
+    outcome = await ls.outcome_for(uri)
+    if outcome is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    ls.served[uri] = outcome.result_id
+    if params.previous_result_id == outcome.result_id:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=outcome.result_id)
+    return types.RelatedFullDocumentDiagnosticReport(
+        items=list(outcome.diagnostics), result_id=outcome.result_id
+    )
+
+
+async def on_hover(ls: FabricLanguageServer, params: types.HoverParams) -> Optional[types.Hover]:
+    uri = params.text_document.uri
+    outcome = await ls.outcome_for(uri)
+    if outcome is None:
+        return None
+    lines = outcome.document.lines
+    line, column = lsp_convert.position_from_client(lines, params.position, ls.encoding)
+    portability = None
+    if explain.fabric_site_at(outcome.analysis, line, column) is not None:
+        portability = await asyncio.wrap_future(ls.worker.portability(uri))
+        if ls.document(uri) is None or ls.document(uri).key != outcome.document.key:
+            return None  # the document changed while we waited; the client will ask again
+    found = explain.hover_markdown(
+        outcome.analysis, line, column, ls.record_for, portability, outcome.findings
+    )
+    if found is None:
+        return None
+    markdown, span = found
+    formats = _capability(ls.client_capabilities, "text_document.hover.content_format", None)
+    kind = types.MarkupKind.Markdown
+    if formats and types.MarkupKind.Markdown not in formats:
+        kind = types.MarkupKind.PlainText
+    return types.Hover(
+        contents=types.MarkupContent(kind=kind, value=markdown),
+        range=lsp_convert.span_to_range(span, lines, ls.encoding),
+    )
+
+
+def _kind_wanted(kind: str, only: Optional[Sequence[str]]) -> bool:
+    if only is None:
+        return True
+    return any(kind == wanted or kind.startswith(f"{wanted}.") for wanted in only)
+
+
+def _finding_for(outcome: Outcome, diagnostic: types.Diagnostic) -> Optional[Finding]:
+    for finding, converted in zip(outcome.findings, outcome.diagnostics):
+        if finding.code == diagnostic.code and converted.range == diagnostic.range:
+            return finding
+    return None
+
+
+async def on_code_action(
+    ls: FabricLanguageServer, params: types.CodeActionParams
+) -> Optional[list[types.CodeAction]]:
+    uri = params.text_document.uri
+    document = ls.document(uri)
+    if document is None:
+        return []
+    only = params.context.only
+    actions: list[types.CodeAction] = []
+    if _kind_wanted(types.CodeActionKind.QuickFix, only):
+        for diagnostic in params.context.diagnostics:
+            if diagnostic.source != lsp_convert.SOURCE or not isinstance(diagnostic.code, str):
+                continue
+            fix = lsp_convert.fix_from_data(diagnostic.data)
+            title: Optional[str] = None
+            safe = False
+            edits: Sequence[types.TextEdit] = ()
+            if fix is not None and fix.version == document.version:
+                title, safe, edits = fix.title, fix.safe, fix.edits
+            else:
+                outcome = await ls.outcome_for(uri)
+                finding = _finding_for(outcome, diagnostic) if outcome is not None else None
+                if finding is not None and finding.fix is not None and outcome is not None:
+                    title, safe = finding.fix.title, finding.fix.safe
+                    edits = lsp_convert.fix_edits(finding.fix, outcome.document.lines, ls.encoding)
+                document = ls.document(uri) or document
+            if title and edits:
+                actions.append(
+                    types.CodeAction(
+                        title=title,
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        is_preferred=safe,
+                        edit=ls.workspace_edit(document, edits),
+                    )
+                )
+            ignore = lsp_convert.ignore_edit(
+                document.lines, diagnostic.range.start.line, diagnostic.code, ls.encoding
+            )
+            if ignore is not None:
+                actions.append(
+                    types.CodeAction(
+                        title=f"Ignore {diagnostic.code} on this line",
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        edit=ls.workspace_edit(document, [ignore]),
+                    )
+                )
+    if _kind_wanted(lsp_convert.FIX_ALL_KIND, only):
+        outcome = await ls.outcome_for(uri)
+        if outcome is not None:
+            edits = ls.safe_fix_edits(outcome)
+            if edits:
+                actions.append(
+                    types.CodeAction(
+                        title="fabric-ls: fix all safely fixable problems",
+                        kind=lsp_convert.FIX_ALL_KIND,
+                        edit=ls.workspace_edit(outcome.document, edits),
+                    )
+                )
+    return actions
+
+
+async def on_inlay_hint(
+    ls: FabricLanguageServer, params: types.InlayHintParams
+) -> Optional[list[types.InlayHint]]:
+    outcome = await ls.outcome_for(params.text_document.uri)
+    if outcome is None:
+        return []
+    lines = outcome.document.lines
+    first, last = params.range.start.line, params.range.end.line
+    own = _normal(outcome.document.path)
+    hints = []
+    for site in outcome.analysis.fabric_sites:
+        if _normal(site.path) != own or not first <= site.span.end_line <= last:
+            continue
+        hints.append(
+            types.InlayHint(
+                position=lsp_convert.position_to_client(
+                    lines, site.span.end_line, site.span.end_col, ls.encoding
+                ),
+                label=explain.site_label(site),
+                padding_left=True,
+                tooltip=types.MarkupContent(kind=types.MarkupKind.Markdown, value=explain.site_tooltip(site)),
+            )
+        )
+    return hints
+
+
+async def on_code_lens(
+    ls: FabricLanguageServer, params: types.CodeLensParams
+) -> Optional[list[types.CodeLens]]:
+    if _client_has_inlay_hints(ls.client_capabilities):
+        return []  # the inlay hint already shows it
+    uri = params.text_document.uri
+    outcome = await ls.outcome_for(uri)
+    if outcome is None:
+        return []
+    own = _normal(outcome.document.path)
+    lenses = []
+    for site in outcome.analysis.fabric_sites:
+        if _normal(site.path) != own:
+            continue
+        lenses.append(
+            types.CodeLens(
+                range=lsp_convert.span_to_range(site.span, outcome.document.lines, ls.encoding),
+                command=types.Command(
+                    title=explain.code_lens_title(site),
+                    command=COMMAND_SHOW_STRATEGY,
+                    arguments=[uri, site.span.start_line, site.span.start_col],
+                ),
+            )
+        )
+    return lenses
+
+
+async def show_strategy_command(ls: FabricLanguageServer, *arguments: Any) -> Optional[str]:
+    """``fabric-ls.showStrategy(uri, line, column)``: a message naming the strategy and where it came from."""
+    if len(arguments) < 3 or not isinstance(arguments[0], str):
+        return None
+    uri, line, column = arguments[0], arguments[1], arguments[2]
+    outcome = await ls.outcome_for(uri)
+    if outcome is None or not isinstance(line, int) or not isinstance(column, int):
+        return None
+    site = explain.fabric_site_at(outcome.analysis, line, column)
+    if site is None:
+        return None
+    summary = explain.site_summary(site)
+    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=summary))
+    return summary
+
+
+async def fix_all_command(ls: FabricLanguageServer, *arguments: Any) -> bool:
+    """``fabric-ls.fixAll(uri)``: apply every safe fix through ``workspace/applyEdit``."""
+    if not arguments or not isinstance(arguments[0], str):
+        return False
+    outcome = await ls.outcome_for(arguments[0])
+    if outcome is None:
+        return False
+    edits = ls.safe_fix_edits(outcome)
+    if not edits:
+        return False
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(
+            edit=ls.workspace_edit(outcome.document, edits), label="fabric-ls: fix all"
+        )
+    )
+    return bool(getattr(result, "applied", False))
+
+
+def status_command(ls: FabricLanguageServer, *arguments: Any) -> dict[str, Any]:
+    """``fabric-ls.serverStatus()``: what the server is doing, and the interpreter each file uses."""
+    documents = [
+        {
+            "uri": document.uri,
+            "version": document.version,
+            "projectRoot": document.project_key[0],
+            "python": document.project_key[1],
+            "strategy": document.settings.strategy,
+            "select": list(document.settings.select),
+            "ignore": list(document.settings.ignore),
+        }
+        for document in ls.worker.documents()
+    ]
+    return {
+        "version": __version__,
+        "diagnosticMode": "pull" if ls.pull_mode else "push",
+        "positionEncoding": getattr(ls.encoding, "value", ls.encoding),
+        "documents": documents,
+        "worker": ls.worker.status(),
+    }
+
+
+def on_shutdown(ls: FabricLanguageServer, params: None) -> None:
+    ls.shutdown_requested = True
+    ls.worker.stop()
+
+
+def on_exit(ls: FabricLanguageServer, params: None) -> None:
+    """Leave at once: freeing jedi's caches at interpreter exit takes about a second, and the
+    client waits for the process. Every message has been written (the writer flushes each one)."""
+    sys.stderr.flush()
+    os._exit(0 if ls.shutdown_requested else 1)
+
+
+def create_server() -> FabricLanguageServer:
+    """A server with every handler registered."""
+    server = FabricLanguageServer()
+    server.feature(types.INITIALIZE)(on_initialize)
+    server.feature(types.INITIALIZED)(on_initialized)
+    server.feature(types.TEXT_DOCUMENT_DID_OPEN)(on_did_open)
+    server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(on_did_change)
+    server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(on_did_save)
+    server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(on_did_close)
+    server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(on_did_change_watched_files)
+    server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(on_did_change_configuration)
+    server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(on_did_change_workspace_folders)
+    server.feature(
+        types.TEXT_DOCUMENT_DIAGNOSTIC,
+        types.DiagnosticOptions(
+            identifier=DIAGNOSTIC_IDENTIFIER, inter_file_dependencies=True, workspace_diagnostics=False
+        ),
+    )(on_document_diagnostic)
+    server.feature(types.TEXT_DOCUMENT_HOVER)(on_hover)
+    server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, lsp_convert.FIX_ALL_KIND],
+            resolve_provider=False,
+        ),
+    )(on_code_action)
+    server.feature(types.TEXT_DOCUMENT_INLAY_HINT)(on_inlay_hint)
+    server.feature(types.TEXT_DOCUMENT_CODE_LENS)(on_code_lens)
+    server.feature(types.SHUTDOWN)(on_shutdown)
+    server.feature(types.EXIT)(on_exit)
+    server.command(COMMAND_SHOW_STRATEGY)(show_strategy_command)
+    server.command(COMMAND_FIX_ALL)(fix_all_command)
+    server.command(COMMAND_STATUS)(status_command)
+    return server
+
+
+def _configure_logging() -> None:
+    level = os.environ.get("FABRIC_LS_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level, logging.WARNING),
+        format="%(name)s %(levelname)s %(message)s",
+    )
+
+
+def start(stdio: Any = True, host: Optional[str] = None, port: Optional[int] = None) -> None:
+    """Run the server over stdio (default) or TCP.
+
+    Also accepts an argparse namespace with ``tcp``/``host``/``port`` attributes as its first argument.
+    """
+    if not isinstance(stdio, bool) and stdio is not None:
+        namespace = stdio
+        host = getattr(namespace, "host", None) or host
+        port = getattr(namespace, "port", None) or port
+        stdio = not getattr(namespace, "tcp", False)
+    _configure_logging()
+    server = create_server()
+    if stdio or (host is None and port is None):
+        stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+        # Anything printed by analysed code or libraries must not corrupt the protocol stream.
+        sys.stdout = sys.stderr
+        server.start_io(stdin, stdout)
+    else:
+        server.start_tcp(host or "127.0.0.1", port or 2087)

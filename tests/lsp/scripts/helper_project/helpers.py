@@ -1,0 +1,3 @@
+"""Project-wide settings the training script imports."""
+
+STRATEGY = "deepspeed"

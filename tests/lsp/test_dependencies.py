@@ -1,0 +1,67 @@
+"""A helper module changes (in the editor or on disk): every open script that imports it is re-analysed."""
+
+from __future__ import annotations
+
+import pathlib
+
+from conftest import Session, copy_scripts, eventually, uri_of
+from lsprotocol import types
+
+
+def _codes(diagnostics: list[types.Diagnostic]) -> list[str]:
+    return [str(diagnostic.code) for diagnostic in diagnostics]
+
+
+async def _open_project(session: Session, tmp_path: pathlib.Path) -> tuple[str, pathlib.Path]:
+    copy_scripts(tmp_path, "helper_project")
+    project = tmp_path / "helper_project"
+    uri = session.open(project / "train.py")
+    assert _codes(await session.diagnostics(uri)) == ["FAB001"]
+    return uri, project
+
+
+async def test_editing_the_helper_in_the_editor_reanalyses_the_importer(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    train, project = await _open_project(session, tmp_path)
+    helpers = session.open(project / "helpers.py")
+    await session.diagnostics(helpers)
+
+    session.replace(helpers, session.texts[helpers].replace('"deepspeed"', '"ddp"'))
+
+    # train.py itself did not change: its diagnostics change because helpers.py did.
+    assert await session.diagnostics(train, until=lambda found: not found) == []
+
+    # Closing the unsaved helper falls back to the file on disk (still "deepspeed").
+    session.close(helpers)
+    assert _codes(await session.diagnostics(train, until=lambda found: bool(found))) == ["FAB001"]
+
+
+async def test_a_helper_changed_on_disk_reanalyses_the_importer(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    train, project = await _open_project(session, tmp_path)
+    helpers = project / "helpers.py"
+
+    helpers.write_text(helpers.read_text(encoding="utf-8").replace('"deepspeed"', '"fsdp"'), encoding="utf-8")
+    session.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=uri_of(helpers), type=types.FileChangeType.Changed)]
+        )
+    )
+
+    assert await session.diagnostics(train, until=lambda found: not found) == []
+    hover = await session.hover(train, 6, 12)
+    assert hover is not None and "FSDPStrategy" in hover.contents.value  # type: ignore[union-attr]
+
+
+async def test_the_server_registers_file_watchers_with_clients_that_allow_it(session: Session) -> None:
+    async def methods() -> set[str]:
+        await session.status()  # registration follows `initialized`, in the background
+        return {registration.method for registration in session.client.registrations}  # type: ignore[attr-defined]
+
+    if session.profile == "visual-studio-code":  # declares dynamic registration for both
+        expected = {types.WORKSPACE_DID_CHANGE_WATCHED_FILES, types.WORKSPACE_DID_CHANGE_CONFIGURATION}
+        assert await eventually(methods, lambda found: found == expected) == expected
+    else:
+        assert await methods() == set()
