@@ -40,6 +40,7 @@ class RunRecord:
     fabrics: list[FabricState]
     calls: list[CallEvent]
     root_start: bool = False
+    exited: bool = False
 
 
 @dataclass
@@ -117,7 +118,7 @@ def _explore_root(
         reached.update(run.executed_functions)
         result.dependencies.update(run.dependencies)
         result.runs.append(
-            RunRecord(list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1)
+            RunRecord(list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1, exited=run.exited)
         )
         for position in range(len(prefix), len(decisions.taken)):
             taken = decisions.taken[position]
@@ -159,15 +160,22 @@ def _build_trie(runs: list[RunRecord], members: list[int]) -> _Trie:
     return root
 
 
-def cover(trie: _Trie, fires: set[int]) -> list[list[tuple[Decision, int]]]:
-    """The decision paths under which every run fires: [] = never, [[]] = always."""
-    if all(run in fires for run in trie.runs):
+def cover(trie: _Trie, fires: set[int], exited: frozenset[int] = frozenset()) -> list[list[tuple[Decision, int]]]:
+    """The decision paths under which every run fires: [] = never, [[]] = always.
+
+    Runs that ended at the script's own ``raise``/``sys.exit`` without firing do not
+    count against a finding: the script refuses to go on along them.
+    """
+    counted = [run for run in trie.runs if run in fires or run not in exited]
+    if not any(run in fires for run in counted):
+        return []
+    if all(run in fires for run in counted):
         return [[]]
-    if not any(run in fires for run in trie.runs) or trie.decision is None:
+    if trie.decision is None:
         return []
     result: list[list[tuple[Decision, int]]] = []
     for index, child in sorted(trie.children.items()):
-        for path in cover(child, fires):
+        for path in cover(child, fires, exited):
             result.append([(trie.decision, index), *path])
     return result
 
@@ -214,7 +222,8 @@ def merge_findings(
         trie = trie_cache.get(key)
         if trie is None:
             trie = trie_cache[key] = _build_trie(runs, root_members)
-        paths = cover(trie, fires)
+        exited = frozenset(i for i in root_members if runs[i].exited)
+        paths = cover(trie, fires, exited)
         first = members[0][1]
         strategies = []
         for _, finding in members:

@@ -176,6 +176,8 @@ class Run:
         self.on_call = on_call
         self.assumed_strategy = assumed_strategy
         self.force_strategy = force_strategy
+        # The run ended at the script's own ``raise``/``sys.exit``: a path the author rules out.
+        self.exited = False
         self.steps = 0
         self.depth = 0
         self.modules: dict[str, ModuleEnv] = {}
@@ -367,6 +369,7 @@ class Run:
         raise _Return(self._eval(node.value, frame) if node.value is not None else Const(None))
 
     def _stmt_Raise(self, node: ast.Raise, frame: Frame) -> None:
+        self.exited = True
         raise StopRun()
 
     def _stmt_Break(self, node: ast.Break, frame: Frame) -> None:
@@ -429,6 +432,7 @@ class Run:
             if self.steps > MAX_STEPS:
                 raise
             # A raise inside ``try`` lands in a handler; we assume it is handled.
+            self.exited = False
         else:
             self._exec_block(node.orelse, frame)
         self._exec_block(node.finalbody, frame)
@@ -1060,6 +1064,7 @@ class Run:
                 return ContextValue("meta_device")
             return Obj(node, frame.module.path)
         if qualname in ("sys.exit", "exit", "quit", "os._exit"):
+            self.exited = True
             raise StopRun()
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)

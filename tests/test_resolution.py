@@ -374,3 +374,34 @@ def test_parameters_through_list_and_param_groups(tmp_path):
     """,
     )
     assert codes(analysis) == [("FAB002", 10, "error")]
+
+
+def test_paths_the_script_refuses_do_not_make_a_finding_conditional(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        if not torch.cuda.is_available():
+            raise SystemExit("this script needs GPUs")
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == [("FAB001", 8, "error")]
+
+
+def test_a_choice_the_script_rejects_does_not_count(tmp_path):
+    analysis = check(tmp_path, """\
+        import argparse, sys, torch
+        from lightning.fabric import Fabric
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--strategy", default="deepspeed", choices=["ddp", "deepspeed"])
+        args = parser.parse_args()
+        if args.strategy == "ddp":
+            sys.exit("ddp is not supported by this script")
+        fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+    """)
+    assert codes(analysis) == [("FAB001", 11, "error")]
