@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# End-to-end test of vscode-client/ in a real VS Code: builds the .vsix, installs it into code-server
+# 4.100.3 (VS Code 1.100.3), opens the example script in headless Chromium and checks the diagnostic,
+# the Problems panel, hover, the Ctrl+. quick fix, the restart command and the "cannot start" message.
+#
+# Installs what it needs, idempotently (a second run skips all installs):
+#   Debian: chromium, ripgrep, libkrb5-dev, build-essential (code-server's native modules), python3-venv
+#   npm:    vscode-client/ and editors/tests/vscode/ (npm ci), code-server@4.100.3 into $CACHE/code-server
+# Environment: FABRIC_LS_PYTHON (interpreter for the server, default python3), FABRIC_LS_E2E_CACHE
+# (default ~/.cache/fabric-ls-e2e), UPDATE_README_SCREENSHOT=1 (refresh vscode-client/images/screenshot.png).
+# Result: tests/artifacts/vscode/result.json and screenshots; exit code 0 when every step passed.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+CODE_SERVER_VERSION=4.100.3
+RIPGREP_CACHE=vscode-ripgrep-cache-1.15.11/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz
+
+ensure_apt chromium ripgrep libkrb5-dev build-essential python3-venv
+ensure_fabric_python
+
+CODE_SERVER_DIR="$CACHE/code-server-$CODE_SERVER_VERSION"
+CODE_SERVER="$CODE_SERVER_DIR/node_modules/.bin/code-server"
+if ! XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version 2>/dev/null | grep -q "^$CODE_SERVER_VERSION "; then
+  log "installing code-server $CODE_SERVER_VERSION into $CODE_SERVER_DIR"
+  rm -rf "$CODE_SERVER_DIR"
+  mkdir -p "$CODE_SERVER_DIR/tmp/$(dirname "$RIPGREP_CACHE")"
+  # @vscode/ripgrep downloads rg from GitHub unless its cache already holds the archive: seed it with Debian's rg.
+  cp "$(command -v rg)" "$CODE_SERVER_DIR/tmp/rg"
+  tar -C "$CODE_SERVER_DIR/tmp" -czf "$CODE_SERVER_DIR/tmp/$RIPGREP_CACHE" rg
+  echo '{"name": "code-server-for-fabric-ls-e2e", "private": true}' >"$CODE_SERVER_DIR/package.json"
+  (cd "$CODE_SERVER_DIR" && TMPDIR="$CODE_SERVER_DIR/tmp" NPM_CONFIG_YES=true \
+    npm install --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION")
+  XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version | grep -q "^$CODE_SERVER_VERSION " || die "code-server did not install"
+fi
+
+BARE_VENV="$CACHE/bare-venv"
+[ -x "$BARE_VENV/bin/python" ] || python3 -m venv --without-pip "$BARE_VENV"
+
+CLIENT="$REPO/vscode-client"
+ensure_npm_ci "$CLIENT"
+ensure_npm_ci "$REPO/editors/tests/vscode"
+log "type check, lint, package the extension"
+(cd "$CLIENT" && npm run --silent typecheck && npm run --silent lint && npm run --silent package >/dev/null)
+VSIX="$CLIENT/fabric-ls.vsix"
+
+E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/fabric-ls-vscode-e2e.XXXXXX")
+trap 'rm -rf "$E2E_DIR"' EXIT
+mkdir -p "$E2E_DIR/tmp" "$E2E_DIR/home"
+log "installing $(basename "$VSIX") into code-server"
+HOME="$E2E_DIR/home" "$CODE_SERVER" --user-data-dir "$E2E_DIR/user-data" --extensions-dir "$E2E_DIR/extensions" \
+  --install-extension "$VSIX" >/dev/null
+ls "$E2E_DIR/extensions" | grep -q '^fabric-ls\.fabric-ls-' || die "the extension did not install"
+
+make_workspace "$E2E_DIR/workspace"
+ARTIFACTS="$REPO/tests/artifacts/vscode"
+rm -rf "$ARTIFACTS"
+mkdir -p "$ARTIFACTS"
+
+README_SCREENSHOT=""
+[ "${UPDATE_README_SCREENSHOT:-}" = 1 ] && README_SCREENSHOT="$CLIENT/images/screenshot.png"
+
+log "running the browser test"
+rc=0
+CODE_SERVER="$CODE_SERVER" E2E_DIR="$E2E_DIR" WORKSPACE="$E2E_DIR/workspace" SCRIPT=deepspeed_separate_setup.py \
+  FABRIC_PYTHON="$FABRIC_PYTHON" BARE_PYTHON="$BARE_VENV/bin/python" ARTIFACTS="$ARTIFACTS" \
+  README_SCREENSHOT="$README_SCREENSHOT" node "$REPO/editors/tests/vscode/e2e.mjs" || rc=$?
+log "done (exit $rc)"
+exit $rc

@@ -1,0 +1,432 @@
+// End-to-end test of the fabric-ls VS Code extension in a real VS Code (code-server), driven by
+// headless Chromium. Run by editors/tests/run_vscode_e2e.sh, which installs everything and sets:
+//   CODE_SERVER    the code-server launcher
+//   E2E_DIR        a fresh folder for code-server's profile, with the extension installed in E2E_DIR/extensions
+//   WORKSPACE      the folder to open; it holds SCRIPT
+//   SCRIPT         the example script with a FAB001 seed error
+//   FABRIC_PYTHON  an interpreter with fabric-ls installed
+//   BARE_PYTHON    an interpreter without fabric-ls (the "cannot start" notification)
+//   ARTIFACTS      where screenshots, logs and result.json go
+//   README_SCREENSHOT  optional: also save the Problems/quick-fix screenshot there
+// Every step is recorded in ARTIFACTS/result.json; the exit code is 0 only if all steps passed.
+
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as path from "node:path";
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set`);
+  }
+  return value;
+};
+
+const E2E_DIR = env("E2E_DIR");
+const WORKSPACE = env("WORKSPACE");
+const SCRIPT = env("SCRIPT");
+const ARTIFACTS = env("ARTIFACTS");
+const FABRIC_PYTHON = env("FABRIC_PYTHON");
+const BARE_PYTHON = env("BARE_PYTHON");
+const SCRIPT_PATH = path.join(WORKSPACE, SCRIPT);
+const USER_DATA = path.join(E2E_DIR, "user-data");
+const SETTINGS_PATH = path.join(USER_DATA, "User", "settings.json");
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+
+const result = { ok: false, steps: [], serverLog: "", finalText: "" };
+const started = Date.now();
+
+function writeSettings() {
+  const settings = {
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": false,
+    "workbench.enableExperiments": false,
+    "workbench.welcomePage.walkthroughs.openOnInstall": false,
+    "security.workspace.trust.enabled": false,
+    "extensions.ignoreRecommendations": true,
+    "extensions.autoCheckUpdates": false,
+    "extensions.autoUpdate": false,
+    "update.mode": "none",
+    "telemetry.telemetryLevel": "off",
+    "chat.commandCenter.enabled": false,
+    "editor.hover.delay": 300,
+    "editor.minimap.enabled": false,
+    "files.autoSave": "off",
+    "fabricLs.interpreter": FABRIC_PYTHON,
+    "fabricLs.trace.server": "messages",
+  };
+  fs.mkdirSync(path.dirname(SETTINGS_PATH), { recursive: true });
+  fs.writeFileSync(SETTINGS_PATH, JSON.stringify(settings, null, 2));
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForHttp(url, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(url);
+      if (response.status < 500) {
+        return;
+      }
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`code-server did not answer at ${url} within ${timeoutMs} ms`);
+}
+
+/** The Fabric LS output channel as code-server logged it (client messages, server stderr, trace). */
+function serverLog() {
+  const logs = path.join(USER_DATA, "logs");
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of fs.existsSync(dir) ? fs.readdirSync(dir, { withFileTypes: true }) : []) {
+      const full = path.join(dir, entry.name);
+      if (entry.isDirectory()) {
+        walk(full);
+      } else if (entry.name.includes("Fabric LS")) {
+        found.push(full);
+      }
+    }
+  };
+  walk(logs);
+  return found.map((file) => fs.readFileSync(file, "utf8")).join("\n");
+}
+
+let page;
+let shot = 0;
+
+async function screenshot(name) {
+  shot += 1;
+  const file = path.join(ARTIFACTS, `${String(shot).padStart(2, "0")}-${name}.png`);
+  await page.screenshot({ path: file }).catch(() => undefined);
+  return file;
+}
+
+async function step(name, body) {
+  const t0 = Date.now();
+  const record = { name, ok: false, detail: "", ms: 0 };
+  result.steps.push(record);
+  try {
+    record.detail = (await body()) ?? "";
+    record.ok = true;
+  } catch (error) {
+    record.detail = String(error?.stack ?? error);
+    await screenshot(`FAILED-${name.replace(/\W+/g, "-")}`);
+    throw error;
+  } finally {
+    record.ms = Date.now() - t0;
+    console.log(`${record.ok ? "ok  " : "FAIL"} ${name} (${record.ms} ms)${record.ok ? "" : `\n${record.detail}`}`);
+  }
+}
+
+async function until(description, probe, timeoutMs = 30_000, intervalMs = 250) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await probe();
+    if (last) {
+      return last;
+    }
+    await page.waitForTimeout(intervalMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${description}`);
+}
+
+const squiggles = ".monaco-editor .squiggly-error, .monaco-editor .squiggly-warning, .monaco-editor .squiggly-info";
+
+/** Where `text` is drawn in the editor (first occurrence), from a DOM Range over its text node. */
+async function textBox(text) {
+  const box = await page.evaluate((wanted) => {
+    for (const line of document.querySelectorAll(".monaco-editor .view-lines .view-line")) {
+      const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+      // Monaco may split a word over several spans: join the line's text nodes, then map back.
+      const nodes = [];
+      let joined = "";
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        nodes.push({ node, start: joined.length });
+        joined += node.textContent.replace(/\u00a0/g, " ");
+      }
+      const at = joined.indexOf(wanted);
+      if (at < 0) {
+        continue;
+      }
+      const locate = (offset) => {
+        const hit = nodes.findLast((entry) => entry.start <= offset);
+        return [hit.node, offset - hit.start];
+      };
+      const range = document.createRange();
+      range.setStart(...locate(at));
+      range.setEnd(...locate(at + wanted.length - 1));
+      const rect = range.getBoundingClientRect();
+      return { x: rect.x, y: rect.y, width: rect.width, height: rect.height };
+    }
+    return null;
+  }, text);
+  if (!box) {
+    throw new Error(`"${text}" is not on screen`);
+  }
+  return { ...box, cx: box.x + box.width / 2, cy: box.y + box.height / 2 };
+}
+
+async function markersText() {
+  const panel = page.locator(".markers-panel");
+  if (!(await panel.isVisible().catch(() => false))) {
+    await page.keyboard.press("Control+Shift+M");
+    await panel.waitFor({ state: "visible", timeout: 10_000 });
+  }
+  return (await panel.innerText()).replace(/\s+/g, " ");
+}
+
+async function run() {
+  writeSettings();
+  const port = await freePort();
+  const home = path.join(E2E_DIR, "home");
+  const codeServer = spawn(
+    env("CODE_SERVER"),
+    [
+      "--user-data-dir", USER_DATA,
+      "--extensions-dir", path.join(E2E_DIR, "extensions"),
+      "--bind-addr", `127.0.0.1:${port}`,
+      "--auth", "none",
+      "--disable-telemetry",
+      "--disable-update-check",
+      "--disable-workspace-trust",
+      "--disable-getting-started-override",
+      WORKSPACE,
+    ],
+    {
+      env: {
+        ...process.env,
+        HOME: home,
+        XDG_CONFIG_HOME: path.join(home, ".config"),
+        XDG_DATA_HOME: path.join(home, ".local", "share"),
+        TMPDIR: path.join(E2E_DIR, "tmp"),
+      },
+      // Not the checkout: python -c/-m put the working directory on sys.path.
+      cwd: home,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    },
+  );
+  const codeServerLog = fs.createWriteStream(path.join(ARTIFACTS, "code-server.log"));
+  codeServer.stdout.pipe(codeServerLog);
+  codeServer.stderr.pipe(codeServerLog);
+
+  let browser;
+  try {
+    await step("code-server answers", async () => {
+      await waitForHttp(`http://127.0.0.1:${port}/healthz`, 60_000);
+      return `port ${port}`;
+    });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    });
+    const context = await browser.newContext({ viewport: { width: 1400, height: 860 } });
+    page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+
+    await step("workbench loads with the folder", async () => {
+      await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(WORKSPACE)}`);
+      await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60_000 });
+      await page.locator(".explorer-folders-view .monaco-list-row").first().waitFor({ timeout: 30_000 });
+    });
+
+    await step("open the example script", async () => {
+      await page.locator(".explorer-folders-view .monaco-list-row", { hasText: SCRIPT }).first().click();
+      await page.locator(".monaco-editor .view-lines", { hasText: "setup_optimizers" }).waitFor({ timeout: 20_000 });
+      return SCRIPT;
+    });
+
+    await step("the server starts in the configured interpreter", async () => {
+      await until("the client to log 'server started'", async () => serverLog().includes("[client] server started"), 60_000, 500);
+      return serverLog().match(/\[client\] interpreter: .*/)?.[0] ?? "";
+    });
+
+    let diagnosticLine = "";
+    await step("FAB001 squiggle on the setup_optimizers line", async () => {
+      await until("a squiggle", async () => (await page.locator(squiggles).count()) > 0, 60_000);
+      await screenshot("diagnostic");
+      // The squiggle must sit on the line of the separate setup_optimizers call.
+      const squiggleBox = await page.locator(squiggles).first().boundingBox();
+      const lineBox = await page.locator(".monaco-editor .view-line", { hasText: "setup_optimizers" }).first().boundingBox();
+      if (!squiggleBox || !lineBox || Math.abs(squiggleBox.y + squiggleBox.height / 2 - (lineBox.y + lineBox.height / 2)) > lineBox.height) {
+        throw new Error(`squiggle at ${JSON.stringify(squiggleBox)}, setup_optimizers line at ${JSON.stringify(lineBox)}`);
+      }
+      diagnosticLine = "setup_optimizers";
+      return `squiggle y=${squiggleBox.y}`;
+    });
+
+    await step("Problems panel shows FAB001 from fabric-ls", async () => {
+      const text = await until("FAB001 in the Problems panel", async () => {
+        const markers = await markersText();
+        return markers.includes("FAB001") ? markers : "";
+      });
+      await screenshot("problems");
+      if (!/fabric-ls/.test(text)) {
+        throw new Error(`no source fabric-ls in: ${text}`);
+      }
+      result.problems = text;
+      return text.slice(0, 300);
+    });
+
+    await step("hover on the setup call shows the resolved strategy", async () => {
+      await page.keyboard.press("Escape");
+      const target = await textBox("setup_optimizers");
+      await page.mouse.move(target.cx, target.cy);
+      // The hover widget stacks the diagnostic (which names the strategy too) over the server's
+      // own hover: read the server's part only.
+      const serverHover = page.locator(".monaco-hover:not(.hidden) .hover-row:not(.status-bar):not(:has(.marker))");
+      const text = await until("the server's hover naming DeepSpeedStrategy", async () => {
+        const shown = (await serverHover.allInnerTexts().catch(() => [])).join("\n");
+        result.hoverParts = await page.locator(".monaco-hover:not(.hidden) .hover-row").evaluateAll((rows) =>
+          rows.map((row) => `${row.className} > ${row.firstElementChild?.className}: ${row.innerText.slice(0, 60)}`),
+        );
+        if (shown.includes("DeepSpeedStrategy")) {
+          return shown;
+        }
+        // Nudge the mouse: Monaco only hovers after a move.
+        await page.mouse.move(target.cx + 1, target.cy);
+        return "";
+      }, 30_000, 500);
+      await screenshot("hover");
+      result.hover = text;
+      return text.replace(/\s+/g, " ").slice(0, 300);
+    });
+
+    await step("quick fix with Ctrl+. removes the diagnostic", async () => {
+      await page.mouse.move(5, 5);
+      await page.keyboard.press("Escape");
+      const squiggled = await textBox(diagnosticLine);
+      await page.mouse.click(squiggled.cx, squiggled.cy);
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Control+.");
+      const menu = page.locator(".action-widget");
+      await menu.waitFor({ state: "visible", timeout: 15_000 });
+      const items = (await menu.innerText()).replace(/\s+/g, " ");
+      await screenshot("quick-fix-menu");
+      result.quickFixMenu = items;
+      if (process.env.README_SCREENSHOT) {
+        await page.screenshot({ path: process.env.README_SCREENSHOT });
+      }
+      await page.keyboard.press("Enter");
+      await until("the squiggle to go away", async () => (await page.locator(squiggles).count()) === 0, 30_000);
+      const markers = await until("FAB001 to leave the Problems panel", async () => {
+        const text = await markersText();
+        return text.includes("FAB001") ? "" : text || "(empty)";
+      });
+      await page.keyboard.press("Control+S");
+      await until("the fixed file on disk", async () => fs.readFileSync(SCRIPT_PATH, "utf8") !== result.originalText, 10_000);
+      result.finalText = fs.readFileSync(SCRIPT_PATH, "utf8");
+      await screenshot("fixed");
+      if (result.finalText.includes("fabric.setup_optimizers(") || !result.finalText.includes("fabric.setup(")) {
+        throw new Error(`the file was not fixed to a joint fabric.setup(...):\n${result.finalText}`);
+      }
+      return `menu: ${items.slice(0, 200)} | problems after: ${markers.slice(0, 120)}`;
+    });
+
+    await step("Fabric LS: Restart Server command restarts the server", async () => {
+      const before = (serverLog().match(/\[client\] server started/g) ?? []).length;
+      await page.keyboard.press("F1");
+      await page.locator(".quick-input-widget input").waitFor({ state: "visible" });
+      await page.keyboard.type("Fabric LS: Restart Server");
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: "Restart Server" }).first().waitFor();
+      await page.keyboard.press("Enter");
+      await until("a second 'server started'", async () => (serverLog().match(/\[client\] server started/g) ?? []).length > before, 60_000, 500);
+    });
+
+    await step("the settings editor lists the extension's settings with descriptions", async () => {
+      await page.keyboard.press("Control+Comma");
+      await page.locator(".settings-editor").waitFor({ state: "visible" });
+      await page.waitForTimeout(500);
+      await page.keyboard.type("@ext:fabric-ls.fabric-ls");
+      const count = await until("the count of the extension's settings", async () => {
+        const shown = await page.locator(".settings-editor .settings-count-widget").innerText().catch(() => "");
+        return /\d+ Settings? Found/.test(shown) ? shown : "";
+      }, 15_000);
+      await page.keyboard.press("Escape");
+      // Each contributed setting: fabricLs.interpreter, python, strategy, select, ignore, severity, trace.server.
+      if (!count.startsWith("7 ")) {
+        throw new Error(`expected 7 settings, the settings editor says: ${count}`);
+      }
+      await screenshot("settings");
+      const description = await page.locator('.settings-editor [data-key="fabricLs.interpreter"] .setting-item-description').innerText();
+      if (!description.includes("fabric-ls must be installed")) {
+        throw new Error(`unexpected description: ${description}`);
+      }
+      return `${count}; ${description}`;
+    });
+
+    await step("switching to an interpreter without fabric-ls restarts and says how to install it", async () => {
+      const restartsBefore = (serverLog().match(/\(re\)starting: settings changed/g) ?? []).length;
+      await page.locator(".settings-editor .settings-header .suggest-input-container").click();
+      await page.keyboard.press("Control+A");
+      await page.keyboard.type("fabricLs.interpreter");
+      const input = page.locator('.settings-editor [data-key="fabricLs.interpreter"] input');
+      await input.click();
+      await input.fill(BARE_PYTHON);
+      await page.keyboard.press("Tab");
+      const toast = page.locator(".notifications-toasts .notification-toast", { hasText: `${BARE_PYTHON} -m pip` });
+      await toast.first().waitFor({ state: "visible", timeout: 60_000 });
+      const text = (await toast.first().innerText()).replace(/\s+/g, " ");
+      await screenshot("not-installed-notification");
+      result.notification = text;
+      for (const expected of [BARE_PYTHON, `${BARE_PYTHON} -m pip install fabric-ls`]) {
+        if (!text.includes(expected)) {
+          throw new Error(`notification lacks "${expected}": ${text}`);
+        }
+      }
+      if ((serverLog().match(/\(re\)starting: settings changed/g) ?? []).length <= restartsBefore) {
+        throw new Error("the notification came without a restart on the settings change");
+      }
+      return text;
+    });
+    result.ok = true;
+  } finally {
+    result.serverLog = serverLog();
+    result.seconds = (Date.now() - started) / 1000;
+    await browser?.close().catch(() => undefined);
+    try {
+      process.kill(-codeServer.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+result.originalText = fs.readFileSync(SCRIPT_PATH, "utf8");
+fs.mkdirSync(ARTIFACTS, { recursive: true });
+try {
+  await run();
+} catch (error) {
+  result.error = String(error?.message ?? error);
+} finally {
+  fs.writeFileSync(path.join(ARTIFACTS, "result.json"), JSON.stringify(result, null, 2));
+  console.log(`${result.ok ? "PASSED" : "FAILED"} in ${((Date.now() - started) / 1000).toFixed(1)} s; artifacts in ${ARTIFACTS}`);
+  process.exit(result.ok ? 0 : 1);
+}

@@ -1,0 +1,269 @@
+import * as vscode from "vscode";
+import { spawn } from "node:child_process";
+import {
+  CloseAction,
+  type CloseHandlerResult,
+  ErrorAction,
+  type ErrorHandler,
+  type ErrorHandlerResult,
+  LanguageClient,
+  type LanguageClientOptions,
+  ResponseError,
+  RevealOutputChannelOn,
+  type ServerOptions,
+} from "vscode-languageclient/node";
+import {
+  activePythonEnvironment,
+  chooseInterpreter,
+  describeSource,
+  expandInterpreterPath,
+  installCommand,
+  type Interpreter,
+  onPythonEnvironmentChanged,
+  probeInterpreter,
+} from "./interpreter";
+import { RESTART_SETTINGS, SECTION, serverSettings } from "./settings";
+
+const CLIENT_ID = "fabricLs";
+const CLIENT_NAME = "Fabric LS";
+
+let client: LanguageClient | undefined;
+let output: vscode.OutputChannel;
+// Starts and stops run one after another, never interleaved.
+let lifecycle: Promise<void> = Promise.resolve();
+let restartTimer: NodeJS.Timeout | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  output = vscode.window.createOutputChannel(CLIENT_NAME);
+  context.subscriptions.push(
+    output,
+    vscode.commands.registerCommand("fabricLs.restart", () => restart("restart command")),
+    vscode.commands.registerCommand("fabricLs.showOutput", () => {
+      output.show(true);
+    }),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(key))) {
+        scheduleRestart("settings changed");
+      }
+    }),
+    { dispose: () => void stop() },
+  );
+  const pythonWatcher = await onPythonEnvironmentChanged(() => {
+    const config = vscode.workspace.getConfiguration(SECTION);
+    if (!config.get<string>("interpreter", "").trim() || !config.get<string>("python", "").trim()) {
+      scheduleRestart("the Python extension's interpreter changed");
+    }
+  });
+  if (pythonWatcher) {
+    context.subscriptions.push(pythonWatcher);
+  }
+  await restart("activation");
+}
+
+export function deactivate(): Promise<void> {
+  return stop();
+}
+
+/**
+ * The settings editor writes while the user is still typing a path: wait for a pause, or a
+ * half-typed interpreter would be tried (and reported) first.
+ */
+function scheduleRestart(reason: string): void {
+  if (restartTimer) {
+    clearTimeout(restartTimer);
+  }
+  restartTimer = setTimeout(() => {
+    restartTimer = undefined;
+    void restart(reason);
+  }, 1500);
+}
+
+function restart(reason: string): Promise<void> {
+  lifecycle = lifecycle.then(async () => {
+    output.appendLine(`[client] (re)starting: ${reason}`);
+    await stopClient();
+    await startClient();
+  });
+  return lifecycle;
+}
+
+function stop(): Promise<void> {
+  lifecycle = lifecycle.then(stopClient);
+  return lifecycle;
+}
+
+async function stopClient(): Promise<void> {
+  const running = client;
+  client = undefined;
+  if (running) {
+    try {
+      await running.stop(5000);
+    } catch (error) {
+      output.appendLine(`[client] stopping the server failed: ${String(error)}`);
+    }
+    await running.dispose();
+  }
+}
+
+async function startClient(): Promise<void> {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  const interpreter = await chooseInterpreter(folder);
+  output.appendLine(`[client] interpreter: ${interpreter.command} (${describeSource(interpreter.source)})`);
+  const probe = await probeInterpreter(interpreter.command, folder?.uri.fsPath);
+  if (!probe.ok) {
+    output.appendLine(`[client] cannot start the server: ${probe.reason}: ${probe.detail}`);
+    void reportStartFailure(interpreter, probe.reason, probe.detail);
+    return;
+  }
+  output.appendLine(`[client] Python ${probe.version} at ${probe.executable}`);
+
+  const fallbackPython = await pythonForImports(interpreter);
+  const stderrTail: string[] = [];
+  const serverOptions: ServerOptions = () => {
+    const child = spawn(interpreter.command, ["-m", "fabric_ls", "--stdio"], {
+      cwd: folder?.uri.fsPath,
+      env: { ...process.env, PYTHONUNBUFFERED: "1" },
+      windowsHide: true,
+    });
+    // The client copies stderr into the output channel; keep the end for the failure message.
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderrTail.push(...chunk.toString().split(/\r?\n/).filter((line) => line.trim()));
+      stderrTail.splice(0, Math.max(0, stderrTail.length - 20));
+    });
+    return Promise.resolve(child);
+  };
+  const crashHandler = new CrashHandler(() => {
+    void reportStartFailure(interpreter, "crashed", lastError(stderrTail));
+  });
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: [
+      { scheme: "file", language: "python" },
+      { scheme: "untitled", language: "python" },
+    ],
+    outputChannel: output,
+    revealOutputChannelOn: RevealOutputChannelOn.Never,
+    initializationOptions: serverSettings(folder, fallbackPython),
+    errorHandler: crashHandler,
+    middleware: {
+      workspace: {
+        // Answer `fabricLs` with the server's keys only (see serverSettings).
+        configuration: async (params, token, next) => {
+          const answers: unknown = await next(params, token);
+          if (!Array.isArray(answers)) {
+            return answers as ResponseError;
+          }
+          const passed: unknown[] = answers;
+          return params.items.map((item, index): unknown => {
+            if (item.section !== SECTION) {
+              return passed[index];
+            }
+            const scope = item.scopeUri ? vscode.Uri.parse(item.scopeUri) : folder;
+            return serverSettings(scope, fallbackPython);
+          });
+        },
+      },
+    },
+  };
+  const created = new LanguageClient(CLIENT_ID, CLIENT_NAME, serverOptions, clientOptions);
+  try {
+    // start() logs a failed initialize and resolves anyway: check the state.
+    await created.start();
+    if (!created.isRunning()) {
+      throw new Error("the server exited during initialization");
+    }
+    crashHandler.running = true;
+    client = created;
+    output.appendLine("[client] server started");
+  } catch (error) {
+    output.appendLine(`[client] the server did not start: ${String(error)}`);
+    await created.dispose().catch(() => undefined);
+    void reportStartFailure(interpreter, "crashed", lastError(stderrTail) || String(error));
+  }
+}
+
+/** The most telling line of a Python traceback: its last one. */
+function lastError(stderrLines: string[]): string {
+  return stderrLines.at(-1)?.trim() ?? "";
+}
+
+/**
+ * Restarts a server that crashes after running a while (at most 3 times in 3 minutes); a server
+ * that dies again at once is left stopped and reported, instead of being restarted in a loop.
+ */
+class CrashHandler implements ErrorHandler {
+  private readonly restarts: number[] = [];
+  /** Set once initialize succeeded; a failed start is reported by startClient instead. */
+  running = false;
+
+  constructor(private readonly onGiveUp: () => void) {}
+
+  error(): ErrorHandlerResult {
+    return { action: ErrorAction.Continue };
+  }
+
+  closed(): CloseHandlerResult {
+    if (!this.running) {
+      return { action: CloseAction.DoNotRestart, handled: true };
+    }
+    const now = Date.now();
+    this.restarts.push(now);
+    while (this.restarts.length > 0 && this.restarts[0] < now - 180_000) {
+      this.restarts.shift();
+    }
+    if (this.restarts.length <= 3) {
+      return { action: CloseAction.Restart, message: "Fabric LS: the server stopped; restarting it." };
+    }
+    this.onGiveUp();
+    return { action: CloseAction.DoNotRestart, handled: true };
+  }
+}
+
+/**
+ * The environment jedi should resolve imports in, when `fabricLs.python` is empty: the Python
+ * extension's environment if the server runs elsewhere (e.g. a tool venv in fabricLs.interpreter).
+ */
+async function pythonForImports(interpreter: Interpreter): Promise<string> {
+  if (interpreter.source !== "setting") {
+    return "";
+  }
+  const active = await activePythonEnvironment(vscode.workspace.workspaceFolders?.[0]?.uri);
+  return active && expandInterpreterPath(active) !== interpreter.command ? active : "";
+}
+
+async function reportStartFailure(interpreter: Interpreter, reason: string, detail: string): Promise<void> {
+  const python = interpreter.command;
+  const install = installCommand(python);
+  const tried = `the interpreter "${python}" (${describeSource(interpreter.source)})`;
+  let message: string;
+  switch (reason) {
+    case "not-found":
+      message = `Fabric LS could not start: ${tried} was not found. Set fabricLs.interpreter to a Python with fabric-ls, or install it there with: ${install}`;
+      break;
+    case "not-installed":
+      message = `Fabric LS could not start: fabric-ls is not installed in ${tried}. Install it with: ${install}`;
+      break;
+    case "too-old":
+      message = `Fabric LS could not start: ${tried} is ${detail}; fabric-ls needs Python 3.9 or newer. Set fabricLs.interpreter to a newer Python and install fabric-ls there with: <python> -m pip install fabric-ls`;
+      break;
+    default:
+      message = `Fabric LS: the server stopped with ${tried}${detail ? `: ${detail}` : ""}. See the output for details; to reinstall fabric-ls there: ${install}`;
+  }
+  const actions = reason === "not-found" || reason === "too-old" ? [] : ["Install fabric-ls"];
+  const choice = await vscode.window.showErrorMessage(message, ...actions, "Open Settings", "Show Output");
+  if (choice === "Install fabric-ls") {
+    const terminal = vscode.window.createTerminal({ name: "Install fabric-ls" });
+    terminal.show();
+    terminal.sendText(install);
+    const again = await vscode.window.showInformationMessage(
+      "When the install has finished, restart Fabric LS.",
+      "Restart Server",
+    );
+    if (again) {
+      await restart("after installing fabric-ls");
+    }
+  } else if (choice === "Open Settings") {
+    await vscode.commands.executeCommand("workbench.action.openSettings", "fabricLs.interpreter");
+  } else if (choice === "Show Output") {
+    output.show(true);
+  }
+}
