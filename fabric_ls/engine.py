@@ -99,6 +99,8 @@ def _analyze(
     if exploration.incomplete:
         analysis.notes.append("the script has more paths than fabric-ls follows; some were not checked")
     analysis.notes.extend(project.jedi_failures())
+    if project.environment_problem:
+        analysis.notes.append(project.environment_problem)
 
     for merged in merge_findings(exploration, _span_of):
         finding = _finding(merged, settings)

@@ -22,14 +22,17 @@ JEDI_TIMEOUT_S = 2.0
 def _project(root: str, python: Optional[str]):  # type: ignore[no-untyped-def]
     import jedi
 
-    environment_path = None
-    if python:
-        environment_path = python
+    # A src/ layout is importable once installed; jedi should see it before then too.
+    src = os.path.join(root, "src")
+    added = [src] if os.path.isdir(src) else []
     try:
-        return jedi.Project(root, environment_path=environment_path, smart_sys_path=True)
+        project = jedi.Project(root, environment_path=python, smart_sys_path=True, added_sys_path=added)
+        if python:
+            project.get_environment()  # fails now, not mid-request, on a broken venv
+        return project
     except Exception as error:  # broken venv, missing interpreter
         log.warning("jedi cannot use the environment %r (%s); using the server's own", python, error)
-        return jedi.Project(root, smart_sys_path=True)
+        return jedi.Project(root, smart_sys_path=True, added_sys_path=added)
 
 
 class JediLocator:
@@ -83,6 +86,17 @@ class JediLocator:
             )
             return None
         return result[0]
+
+
+def environment_problem(python: str) -> Optional[str]:
+    """Why jedi cannot use ``python`` (an interpreter or a virtualenv folder), or None."""
+    try:
+        import jedi
+
+        jedi.create_environment(python, safe=False)
+    except Exception as error:
+        return f"cannot use the Python environment {python!r} ({error}); using fabric-ls's own"
+    return None
 
 
 def warm_up() -> None:

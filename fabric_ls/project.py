@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
-from fabric_ls.jedi_bridge import JediLocator
+from fabric_ls.jedi_bridge import JediLocator, environment_problem
 from fabric_ls.source import ParsedSource, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
@@ -49,7 +49,9 @@ class Project:
 
     def __init__(self, roots: Iterable[str] = (), python: Optional[str] = None) -> None:
         self.roots = [os.path.abspath(str(r)) for r in roots]
-        self.python = python
+        # A broken or missing environment is said once, then the server's own is used.
+        self.environment_problem = environment_problem(python) if python else None
+        self.python = None if self.environment_problem else python
         self._overlays: dict[str, str] = {}
         self._parsed: dict[str, tuple[object, ParsedSource]] = {}
         self._locators: dict[str, JediLocator] = {}
