@@ -37,15 +37,17 @@ ensure_npm_ci() {
   fi
 }
 
-# The interpreter that runs the server: $FABRIC_LS_PYTHON, else python3; fabric-ls from this
-# checkout is installed into it (editable) if it cannot import fabric_ls.
+# The interpreter that runs the server: $FABRIC_LS_PYTHON, else python3. Unless it imports the server
+# from this checkout (checked outside it: `python -c` puts the working directory on sys.path), fabric-ls
+# is installed into it from here, editable, with its dependencies.
 ensure_fabric_python() {
-  FABRIC_PYTHON=${FABRIC_LS_PYTHON:-$(command -v python3)}
-  FABRIC_PYTHON=$(command -v "$FABRIC_PYTHON")
-  if ! "$FABRIC_PYTHON" -c "import fabric_ls, sys; sys.exit(not fabric_ls.__file__.startswith(sys.argv[1]))" \
-    "$REPO/" 2>/dev/null; then
+  FABRIC_PYTHON=${FABRIC_LS_PYTHON:-python3}
+  FABRIC_PYTHON=$(command -v "$FABRIC_PYTHON") || die "no interpreter ${FABRIC_LS_PYTHON:-python3}"
+  local check='import sys, fabric_ls.server; sys.exit(not fabric_ls.__file__.startswith(sys.argv[1]))'
+  if ! (cd / && "$FABRIC_PYTHON" -c "$check" "$REPO/" 2>/dev/null); then
     log "installing fabric-ls from $REPO into $FABRIC_PYTHON"
     "$FABRIC_PYTHON" -m pip install -q -e "$REPO"
+    (cd / && "$FABRIC_PYTHON" -c "$check" "$REPO/") || die "fabric-ls from $REPO does not import in $FABRIC_PYTHON"
   fi
   log "server interpreter: $FABRIC_PYTHON"
 }

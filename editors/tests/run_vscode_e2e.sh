@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end test of vscode-client/ in a real VS Code: builds the .vsix, installs it into code-server
 # 4.100.3 (VS Code 1.100.3), opens the example script in headless Chromium and checks the diagnostic,
-# the Problems panel, hover, the Ctrl+. quick fix, the restart command and the "cannot start" message.
+# the Problems panel, hover, the Ctrl+. quick fix, the restart command, the settings, the interpreter
+# choice (setting, else the Python extension's environment) and the "cannot start" message.
 #
 # Installs what it needs, idempotently (a second run skips all installs):
 #   Debian: chromium, ripgrep, libkrb5-dev, build-essential (code-server's native modules), python3-venv
@@ -28,8 +29,9 @@ if ! XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version 2>/dev/null | grep -q
   cp "$(command -v rg)" "$CODE_SERVER_DIR/tmp/rg"
   tar -C "$CODE_SERVER_DIR/tmp" -czf "$CODE_SERVER_DIR/tmp/$RIPGREP_CACHE" rg
   echo '{"name": "code-server-for-fabric-ls-e2e", "private": true}' >"$CODE_SERVER_DIR/package.json"
+  # code-server's postinstall refuses to run as root without --unsafe-perm (npm 11 warns it is unknown, and passes it on).
   (cd "$CODE_SERVER_DIR" && TMPDIR="$CODE_SERVER_DIR/tmp" NPM_CONFIG_YES=true \
-    npm install --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION")
+    npm install --unsafe-perm --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION")
   XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version | grep -q "^$CODE_SERVER_VERSION " || die "code-server did not install"
 fi
 
@@ -46,10 +48,18 @@ VSIX="$CLIENT/fabric-ls.vsix"
 E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/fabric-ls-vscode-e2e.XXXXXX")
 trap 'rm -rf "$E2E_DIR"' EXIT
 mkdir -p "$E2E_DIR/tmp" "$E2E_DIR/home"
-log "installing $(basename "$VSIX") into code-server"
-HOME="$E2E_DIR/home" "$CODE_SERVER" --user-data-dir "$E2E_DIR/user-data" --extensions-dir "$E2E_DIR/extensions" \
-  --install-extension "$VSIX" >/dev/null
+# ms-python.python cannot be installed offline: a stand-in offers the part of its API the client uses.
+STAND_IN_VSIX="$E2E_DIR/python-extension-stand-in.vsix"
+(cd "$REPO/editors/tests/vscode/python-extension-stand-in" &&
+  "$CLIENT/node_modules/.bin/vsce" package --allow-missing-repository --skip-license -o "$STAND_IN_VSIX" >/dev/null)
+
+log "installing $(basename "$VSIX") and the Python extension stand-in into code-server"
+for vsix in "$VSIX" "$STAND_IN_VSIX"; do
+  HOME="$E2E_DIR/home" XDG_CONFIG_HOME="$E2E_DIR/home/.config" "$CODE_SERVER" --user-data-dir "$E2E_DIR/user-data" \
+    --extensions-dir "$E2E_DIR/extensions" --install-extension "$vsix" >/dev/null
+done
 ls "$E2E_DIR/extensions" | grep -q '^fabric-ls\.fabric-ls-' || die "the extension did not install"
+ls "$E2E_DIR/extensions" | grep -q '^ms-python\.python-' || die "the Python extension stand-in did not install"
 
 make_workspace "$E2E_DIR/workspace"
 ARTIFACTS="$REPO/tests/artifacts/vscode"

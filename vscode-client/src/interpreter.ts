@@ -14,6 +14,7 @@ export interface Interpreter {
 
 /** The part of ms-python.python's public API that is used here. */
 interface PythonExtensionApi {
+  ready?: Promise<void>;
   environments: {
     getActiveEnvironmentPath(resource?: vscode.Uri): { id: string; path: string };
     resolveEnvironment(
@@ -33,6 +34,7 @@ async function pythonExtensionApi(): Promise<PythonExtensionApi | undefined> {
   }
   try {
     const api = extension.isActive ? extension.exports : await extension.activate();
+    await api?.ready;
     return api?.environments ? api : undefined;
   } catch {
     return undefined;

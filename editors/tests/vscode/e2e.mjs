@@ -6,6 +6,8 @@
 //   SCRIPT         the example script with a FAB001 seed error
 //   FABRIC_PYTHON  an interpreter with fabric-ls installed
 //   BARE_PYTHON    an interpreter without fabric-ls (the "cannot start" notification)
+// The extensions folder also holds a stand-in for ms-python.python (python-extension-stand-in/), whose
+// active environment is FABRIC_PYTHON until its "Switch Environment" command makes it BARE_PYTHON.
 //   ARTIFACTS      where screenshots, logs and result.json go
 //   README_SCREENSHOT  optional: also save the Problems/quick-fix screenshot there
 // Every step is recorded in ARTIFACTS/result.json; the exit code is 0 only if all steps passed.
@@ -54,7 +56,6 @@ function writeSettings() {
     "editor.hover.delay": 300,
     "editor.minimap.enabled": false,
     "files.autoSave": "off",
-    "fabricLs.interpreter": FABRIC_PYTHON,
     "fabricLs.trace.server": "messages",
   };
   fs.mkdirSync(path.dirname(SETTINGS_PATH), { recursive: true });
@@ -216,6 +217,9 @@ async function run() {
         XDG_CONFIG_HOME: path.join(home, ".config"),
         XDG_DATA_HOME: path.join(home, ".local", "share"),
         TMPDIR: path.join(E2E_DIR, "tmp"),
+        // The Python extension stand-in's active environment, and the one its command switches to.
+        STAND_IN_PYTHON: FABRIC_PYTHON,
+        STAND_IN_PYTHON_NEXT: BARE_PYTHON,
       },
       // Not the checkout: python -c/-m put the working directory on sys.path.
       cwd: home,
@@ -263,9 +267,13 @@ async function run() {
       return SCRIPT;
     });
 
-    await step("the server starts in the configured interpreter", async () => {
+    await step("the server starts in the Python extension's active environment", async () => {
       await until("the client to log 'server started'", async () => serverLog().includes("[client] server started"), 60_000, 500);
-      return serverLog().match(/\[client\] interpreter: .*/)?.[0] ?? "";
+      const chosen = serverLog().match(/\[client\] interpreter: .*/)?.[0] ?? "";
+      if (chosen !== `[client] interpreter: ${FABRIC_PYTHON} (the Python extension's active environment)`) {
+        throw new Error(`unexpected choice: ${chosen}`);
+      }
+      return chosen;
     });
 
     let diagnosticLine = "";
@@ -382,27 +390,62 @@ async function run() {
       return `${count}; ${description}`;
     });
 
-    await step("switching to an interpreter without fabric-ls restarts and says how to install it", async () => {
-      const restartsBefore = (serverLog().match(/\(re\)starting: settings changed/g) ?? []).length;
+    const startedCount = () => (serverLog().match(/\[client\] server started/g) ?? []).length;
+    const setInterpreterSetting = async (value) => {
       await page.locator(".settings-editor .settings-header .suggest-input-container").click();
       await page.keyboard.press("Control+A");
       await page.keyboard.type("fabricLs.interpreter");
       const input = page.locator('.settings-editor [data-key="fabricLs.interpreter"] input');
       await input.click();
-      await input.fill(BARE_PYTHON);
+      await input.fill(value);
       await page.keyboard.press("Tab");
-      const toast = page.locator(".notifications-toasts .notification-toast", { hasText: `${BARE_PYTHON} -m pip` });
+    };
+    const notification = async (...parts) => {
+      let toast = page.locator(".notifications-toasts .notification-toast");
+      for (const part of parts) {
+        toast = toast.filter({ hasText: part });
+      }
       await toast.first().waitFor({ state: "visible", timeout: 60_000 });
-      const text = (await toast.first().innerText()).replace(/\s+/g, " ");
+      return (await toast.first().innerText()).replace(/\s+/g, " ");
+    };
+
+    await step("setting fabricLs.interpreter to a Python without fabric-ls restarts and says how to install it", async () => {
+      const restartsBefore = (serverLog().match(/\(re\)starting: settings changed/g) ?? []).length;
+      await setInterpreterSetting(BARE_PYTHON);
+      const text = await notification(`${BARE_PYTHON} -m pip install fabric-ls`, "from the setting fabricLs.interpreter");
       await screenshot("not-installed-notification");
       result.notification = text;
-      for (const expected of [BARE_PYTHON, `${BARE_PYTHON} -m pip install fabric-ls`]) {
-        if (!text.includes(expected)) {
-          throw new Error(`notification lacks "${expected}": ${text}`);
-        }
+      if (!text.includes(`fabric-ls is not installed in the interpreter "${BARE_PYTHON}"`)) {
+        throw new Error(`unexpected notification: ${text}`);
       }
       if ((serverLog().match(/\(re\)starting: settings changed/g) ?? []).length <= restartsBefore) {
         throw new Error("the notification came without a restart on the settings change");
+      }
+      return text;
+    });
+
+    await step("clearing fabricLs.interpreter goes back to the Python extension's environment", async () => {
+      const before = startedCount();
+      await setInterpreterSetting("");
+      await until("the server to start again", async () => startedCount() > before, 60_000, 500);
+      const chosen = [...serverLog().matchAll(/\[client\] interpreter: .*/g)].at(-1)?.[0] ?? "";
+      if (!chosen.includes(`${FABRIC_PYTHON} (the Python extension's active environment)`)) {
+        throw new Error(`unexpected choice: ${chosen}`);
+      }
+      return chosen;
+    });
+
+    await step("selecting another environment in the Python extension restarts the server in it", async () => {
+      await page.keyboard.press("F1");
+      await page.locator(".quick-input-widget input").waitFor({ state: "visible" });
+      await page.keyboard.type("Python Stand-in: Switch Environment");
+      await page.locator(".quick-input-list .monaco-list-row", { hasText: "Switch Environment" }).first().waitFor();
+      await page.keyboard.press("Enter");
+      const text = await notification(`${BARE_PYTHON} -m pip install fabric-ls`, "the Python extension's active environment");
+      await screenshot("python-extension-environment-switched");
+      result.pythonExtensionNotification = text;
+      if (!serverLog().includes("(re)starting: the Python extension's interpreter changed")) {
+        throw new Error("no restart logged for the environment change");
       }
       return text;
     });
