@@ -36,6 +36,13 @@ def test_every_step_ran(vscode_run: dict) -> None:
     ]
 
 
+def test_output_channel_logs_the_interpreter_and_the_trace(vscode_run: dict) -> None:
+    log = vscode_run["serverLog"]
+    assert "[client] interpreter: " in log
+    assert "[Trace" in log  # fabricLs.trace.server = "messages" in the test's user settings
+    assert "Sending request 'initialize" in log
+
+
 def test_problems_panel_shows_the_code_and_source(vscode_run: dict) -> None:
     assert "FAB001" in vscode_run["problems"]
     assert "fabric-ls" in vscode_run["problems"]
