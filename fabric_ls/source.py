@@ -17,6 +17,18 @@ from fabric_ls.model import Span
 # Lines blanked one at a time before giving up on a broken file.
 _MAX_REPAIRS = 40
 _INDENT = re.compile(r"[ \t]*")
+# Python's tokenizer ends lines at these only (``str.splitlines`` also splits at \x0c, \u2028, ...).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as the Python tokenizer sees them, each with its own line ending."""
+    return _LINE.findall(text)
+
+
+def _ending(line: str) -> str:
+    stripped = line.rstrip("\r\n")
+    return line[len(stripped) :]
 
 
 @dataclass
@@ -78,7 +90,7 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
     Nothing raises: a file that cannot be repaired yields an empty module.
     """
     text = text.replace("\x00", " ")
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     try:
         return ParsedSource(path, text, _try_parse(text), lines)
     except (SyntaxError, ValueError) as error:
@@ -104,7 +116,7 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
                 if line0 < 0:
                     break
             if line0 in repaired:
-                work[line0] = "\n" if work[line0].endswith("\n") else ""
+                work[line0] = _ending(work[line0])
                 emptied.add(line0)
             else:
                 work[line0] = _placeholder(work[line0], work, line0)
@@ -116,7 +128,7 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
 
 def _placeholder(line: str, work: list[str], line0: int) -> str:
     """A statement that keeps the block structure: ``pass`` at the line's indent."""
-    newline = "\n" if line.endswith("\n") else ""
+    newline = _ending(line)
     stripped = line.strip()
     if not stripped:
         return line
