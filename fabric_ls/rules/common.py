@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from fabric_ls.events import CallEvent
+from fabric_ls.events import CallEvent, Violation
 from fabric_ls.values import Obj, Params, SetupModule, SetupOptimizer, Value
 
 
@@ -17,6 +17,14 @@ class Case:
     line: int
     fixed: Optional[str] = None
     profile: str = "gpu8"
+
+
+def constructor_problem(event: CallEvent, rule: str) -> Optional[Violation]:
+    """A problem the strategy resolver found in the ``Fabric(...)`` arguments for ``rule``."""
+    for found, args in event.strategy.problems:
+        if found == rule:
+            return Violation(event.node, dict(args))
+    return None
 
 
 def optimizers_of(event: CallEvent) -> list[Value]:

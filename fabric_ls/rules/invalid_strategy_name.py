@@ -5,17 +5,14 @@ from __future__ import annotations
 from typing import Optional
 
 from fabric_ls.events import CallEvent, Violation
-from fabric_ls.rules.common import Case
+from fabric_ls.rules.common import Case, constructor_problem
 
 RULE = "FAB021"
 METHODS = ("Fabric",)
 
 
 def check(event: CallEvent) -> Optional[Violation]:
-    for rule, args in event.strategy.problems:
-        if rule == RULE:
-            return Violation(event.node, dict(args))
-    return None
+    return constructor_problem(event, RULE)
 
 
 VALID = [
