@@ -36,3 +36,11 @@ def test_invalid_sample_is_flagged_and_fixed(tmp_path, rule, index, case):
     assert fixed == case.fixed
     again = analyze_source(fixed, str(script))
     assert rule not in [f.code for f in again.findings]
+
+
+def test_each_rule_is_checked_on_exactly_the_calls_it_declares():
+    from fabric_ls.rules import CHECK_ORDER
+
+    for module in ALL_RULES:
+        checked_on = {method for method, order in CHECK_ORDER.items() if module.RULE in order}
+        assert checked_on == set(module.METHODS), module.RULE
