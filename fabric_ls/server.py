@@ -10,9 +10,11 @@ The server decides nothing about Fabric: findings come from ``engine``, text fro
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import queue
+import stat
 import sys
 import threading
 import time
@@ -24,6 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from lsprotocol import types
 from lsprotocol.converters import get_converter
 from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
@@ -116,6 +119,54 @@ class RecordBook:
             logger.debug("records not loaded", exc_info=True)
 
 
+class GarbagePolicy:
+    """Keep the cyclic garbage collector off jedi's caches, and collect fully only when idle.
+
+    An analysis allocates many containers next to jedi's large, long-lived caches; with the
+    default thresholds the collector runs often during it and its full passes walk those
+    caches. Measured on a 3,000-line script (40 edits, idle every 8): 354 ms median and
+    793 ms p95 per analysis by default; 123 ms and 154 ms with what is long-lived frozen
+    (``gc.freeze``), a larger first threshold, and a full collection plus re-freeze at idle
+    moments (so caches built by the first analyses get frozen too, and nothing leaks).
+    """
+
+    THRESHOLDS = (50_000, 20, 100)
+    IDLE_SECONDS = 0.3
+    MIN_INTERVAL_SECONDS = 10.0
+
+    def __init__(self) -> None:
+        self.active = False
+        self.dirty = False
+        self.last_full: Optional[float] = None
+        self.full_collections = 0
+
+    def start(self) -> None:
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*self.THRESHOLDS)
+        self.active = True
+
+    def idle_timeout(self) -> Optional[float]:
+        """How long the worker may wait for a job before collecting (None: wait for ever)."""
+        if not (self.active and self.dirty):
+            return None
+        if self.last_full is None:
+            return self.IDLE_SECONDS
+        since = time.monotonic() - self.last_full
+        return max(self.IDLE_SECONDS, self.MIN_INTERVAL_SECONDS - since)
+
+    def after_job(self) -> None:
+        self.dirty = True
+
+    def collect(self) -> None:
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self.dirty = False
+        self.last_full = time.monotonic()
+        self.full_collections += 1
+
+
 class AnalysisWorker:
     """The one thread that talks to the engine (and through it to jedi).
 
@@ -140,13 +191,16 @@ class AnalysisWorker:
         self._projects: dict[tuple[str, str], _ProjectState] = {}
         self._file_lines: dict[str, tuple[tuple[int, int], list[str]]] = {}
         self._converter = get_converter()
+        self.garbage = GarbagePolicy()
         self.stats: dict[str, Any] = {
             "analyses": 0,
             "cache_hits": 0,
             "portability_runs": 0,
             "failures": 0,
             "analysed_versions": {},
-            "last_analysis_ms": None,
+            # Recent durations: the engine's analysis, and turning it into diagnostics.
+            "engine_ms": deque(maxlen=200),
+            "present_ms": deque(maxlen=200),
         }
 
     # -- loop side -------------------------------------------------------------------------
@@ -193,7 +247,11 @@ class AnalysisWorker:
     # -- worker side -----------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=self.garbage.idle_timeout())
+            except queue.Empty:
+                self.garbage.collect()
+                continue
             if job is None:
                 return
             future, function, args = job
@@ -203,6 +261,7 @@ class AnalysisWorker:
                 future.set_result(function(*args))
             except BaseException as error:  # the waiter decides what to do with it
                 future.set_exception(error)
+            self.garbage.after_job()
 
     def _project(self, key: tuple[str, str]) -> _ProjectState:
         state = self._projects.get(key)
@@ -263,9 +322,11 @@ class AnalysisWorker:
             self.stats["failures"] += 1
             logger.exception("analysis of %s failed", document.path)
             analysis = Analysis(path=document.path)
+        analysed = time.perf_counter()
         outcome = self._present(document, analysis)
         self.stats["analyses"] += 1
-        self.stats["last_analysis_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        self.stats["engine_ms"].append(round((analysed - started) * 1000, 2))
+        self.stats["present_ms"].append(round((time.perf_counter() - analysed) * 1000, 2))
         versions = self.stats["analysed_versions"].setdefault(uri, deque(maxlen=50))
         versions.append(document.version)
         self._outcomes[uri] = outcome
@@ -354,10 +415,14 @@ class AnalysisWorker:
             except Exception:
                 logger.exception("engine warm-up failed")
             logger.info("engine warm-up took %.0f ms", (time.perf_counter() - started) * 1000)
+        self.garbage.start()
 
     def status(self) -> dict[str, Any]:
         stats = dict(self.stats)
         stats["analysed_versions"] = {uri: list(v) for uri, v in self.stats["analysed_versions"].items()}
+        stats["engine_ms"] = list(self.stats["engine_ms"])
+        stats["present_ms"] = list(self.stats["present_ms"])
+        stats["full_collections"] = self.garbage.full_collections
         stats["projects"] = [{"root": root, "python": python} for root, python in self._projects]
         return stats
 
@@ -1157,6 +1222,39 @@ def _configure_logging() -> None:
     )
 
 
+async def _serve_pipe(server: FabricLanguageServer, stdin: Any, stdout: Any) -> None:
+    """Read the client's messages from a pipe on the event loop itself.
+
+    pygls' ``start_io`` reads stdin through a thread pool, three round trips per message;
+    reading the pipe with asyncio saves those thread switches on every keystroke.
+    """
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 26)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+    server.protocol.set_writer(StdoutWriter(stdout))
+    stop_event = threading.Event()
+    server._stop_event = stop_event
+    try:
+        await run_async(
+            stop_event=stop_event,
+            reader=reader,
+            protocol=server.protocol,
+            logger=logger,
+            error_handler=server.report_server_error,
+        )
+    except asyncio.IncompleteReadError:
+        pass  # the client closed the pipe mid-message
+
+
+def _is_pipe(stream: Any) -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode) or stat.S_ISSOCK(
+            os.fstat(stream.fileno()).st_mode
+        )
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def start(stdio: Any = True, host: Optional[str] = None, port: Optional[int] = None) -> None:
     """Run the server over stdio (default) or TCP.
 
@@ -1169,10 +1267,18 @@ def start(stdio: Any = True, host: Optional[str] = None, port: Optional[int] = N
         stdio = not getattr(namespace, "tcp", False)
     _configure_logging()
     server = create_server()
-    if stdio or (host is None and port is None):
-        stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-        # Anything printed by analysed code or libraries must not corrupt the protocol stream.
-        sys.stdout = sys.stderr
-        server.start_io(stdin, stdout)
-    else:
+    if not stdio and (host is not None or port is not None):
         server.start_tcp(host or "127.0.0.1", port or 2087)
+        return
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    # Anything printed by analysed code or libraries must not corrupt the protocol stream.
+    sys.stdout = sys.stderr
+    if not _is_pipe(stdin):
+        server.start_io(stdin, stdout)
+        return
+    try:
+        asyncio.run(_serve_pipe(server, stdin, stdout))
+    except (BrokenPipeError, KeyboardInterrupt, SystemExit):
+        pass
+    finally:
+        server.shutdown()
