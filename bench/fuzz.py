@@ -76,7 +76,8 @@ def _save(folder: Path, seed: fs.Seed, mutations: list, source: str, problems: l
         "problems": [asdict(p) for p in problems],
         "reproduce": (
             "from fabric_ls.engine import analyze_source; "
-            f"analyze_source(open({str(script)!r}, encoding='utf-8', errors='surrogatepass').read(), "
+            f"analyze_source(open({str(script)!r}, encoding='utf-8', errors='surrogatepass', newline='')"
+            ".read(), "
             f"{seed.path!r})"
         ),
     }
