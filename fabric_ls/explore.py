@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -50,6 +51,7 @@ class Exploration:
     runs: list[RunRecord] = field(default_factory=list)
     dependencies: set[str] = field(default_factory=set)
     incomplete: bool = False
+    helper_modules: dict = field(default_factory=dict)
 
 
 def explore(
@@ -85,13 +87,15 @@ def _explore_root(
     reached: set[int],
     deadline: float,
 ) -> None:
-    pending: list[list[int]] = [[]]
+    # Breadth first: the early forks (where strategies are usually chosen) are explored
+    # fully before the budget runs out on the late ones.
+    pending: deque[list[int]] = deque([[]])
     runs = 0
     while pending:
         if runs >= MAX_RUNS or (runs and time.monotonic() > deadline):
             result.incomplete = True
             break
-        prefix = pending.pop()
+        prefix = pending.popleft()
         runs += 1
         findings: list[RunFinding] = []
         calls: list[CallEvent] = []
@@ -105,7 +109,7 @@ def _explore_root(
                 findings.append(RunFinding(verdict[0], verdict[1], event))
 
         decisions = Decisions(prefix)
-        run = Run(project, parsed, decisions, on_call, assumed[0], assumed[1])
+        run = Run(project, parsed, decisions, on_call, assumed[0], assumed[1], result.helper_modules)
         try:
             if function is None:
                 run.run_module()
@@ -160,24 +164,37 @@ def _build_trie(runs: list[RunRecord], members: list[int]) -> _Trie:
     return root
 
 
-def cover(trie: _Trie, fires: set[int], exited: frozenset[int] = frozenset()) -> list[list[tuple[Decision, int]]]:
+def cover(
+    trie: _Trie, fires: set[int], exited: frozenset[int] = frozenset(), unexplored: Optional[list[bool]] = None
+) -> list[list[tuple[Decision, int]]]:
     """The decision paths under which every run fires: [] = never, [[]] = always.
 
     Runs that ended at the script's own ``raise``/``sys.exit`` without firing do not
-    count against a finding: the script refuses to go on along them.
+    count against a finding: the script refuses to go on along them. Alternatives the
+    budget left unexplored do not count either; ``unexplored`` records that they existed.
     """
     counted = [run for run in trie.runs if run in fires or run not in exited]
     if not any(run in fires for run in counted):
         return []
     if all(run in fires for run in counted):
+        if unexplored is not None and _has_unexplored(trie):
+            unexplored.append(True)
         return [[]]
     if trie.decision is None:
         return []
     result: list[list[tuple[Decision, int]]] = []
     for index, child in sorted(trie.children.items()):
-        for path in cover(child, fires, exited):
+        for path in cover(child, fires, exited, unexplored):
             result.append([(trie.decision, index), *path])
     return result
+
+
+def _has_unexplored(trie: _Trie) -> bool:
+    if trie.decision is None:
+        return False
+    if len(trie.children) < trie.decision.count:
+        return True
+    return any(_has_unexplored(child) for child in trie.children.values())
 
 
 def describe(paths: list[list[tuple[Decision, int]]]) -> Optional[str]:
@@ -223,16 +240,17 @@ def merge_findings(
         if trie is None:
             trie = trie_cache[key] = _build_trie(runs, root_members)
         exited = frozenset(i for i in root_members if runs[i].exited)
-        paths = cover(trie, fires, exited)
+        unexplored: list[bool] = []
+        paths = cover(trie, fires, exited, unexplored)
         first = members[0][1]
         strategies = []
         for _, finding in members:
             label = finding.event.fabric.strategy.label
             if label not in strategies:
                 strategies.append(label)
-        merged.append(
-            MergedFinding(rule, first.violation, first.event, strategies, describe(paths), paths == [[]])
-        )
+        # "Always" only counts when every alternative on the way was run.
+        always = paths == [[]] and not unexplored
+        merged.append(MergedFinding(rule, first.violation, first.event, strategies, describe(paths), always))
     return merged
 
 

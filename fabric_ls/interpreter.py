@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import builtins
 import os
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
@@ -77,6 +78,8 @@ PARAMS_PASSTHROUGH = frozenset({"list", "tuple", "filter", "iter", "sorted", "ch
 MAX_STEPS = 40_000
 MAX_DEPTH = 10
 MAX_DECISIONS = 14
+# Paths of one summarised helper function.
+MAX_SUMMARY_PATHS = 8
 
 
 class StopRun(Exception):
@@ -169,6 +172,7 @@ class Run:
         on_call: EventSink,
         assumed_strategy: Optional[str] = None,
         force_strategy: bool = False,
+        helper_modules: Optional[dict[str, ModuleEnv]] = None,
     ) -> None:
         self.project = project
         self.main = main
@@ -181,12 +185,15 @@ class Run:
         self.steps = 0
         self.depth = 0
         self.modules: dict[str, ModuleEnv] = {}
+        # Helper modules' top levels run once per exploration, shared by its runs.
+        self.helper_modules = helper_modules if helper_modules is not None else {}
         self.bound_choices: dict[str, int] = {}
         self.fabrics: list[FabricState] = []
         self.executed_functions: set[int] = set()
         self.dependencies: set[str] = set()
         self.places: list[StatementPlace] = []
         self._relevance: dict[int, bool] = {}
+        self._function_relevant: dict[int, bool] = {}
         self.main_env = ModuleEnv(main, is_main=True)
         self.modules[main.path] = self.main_env
 
@@ -247,8 +254,10 @@ class Run:
             pass
 
     def _module_env(self, path: str) -> Optional[ModuleEnv]:
-        env = self.modules.get(path)
+        env = self.modules.get(path) or self.helper_modules.get(path)
         if env is not None:
+            self.modules[path] = env
+            self.dependencies.add(path)
             return env
         parsed = self.project.read(path)
         if parsed is None:
@@ -256,15 +265,17 @@ class Run:
         self.dependencies.add(path)
         env = ModuleEnv(parsed, is_main=False)
         self.modules[path] = env
-        # Helper modules run without forking: their top level defines things.
-        saved = self.decisions
-        self.decisions = _NoForks()
+        self.helper_modules[path] = env
+        # Helper modules run without forking or reporting: their top level defines things
+        # (their own findings belong to their own analysis).
+        saved, saved_sink, saved_steps = self.decisions, self.on_call, self.steps
+        self.decisions, self.on_call = _NoForks(), _ignore_call
         try:
             self._exec_module(env)
         except StopRun:
             pass
         finally:
-            self.decisions = saved
+            self.decisions, self.on_call, self.steps = saved, saved_sink, saved_steps
         return env
 
     # ----- statements --------------------------------------------------------------
@@ -501,7 +512,7 @@ class Run:
         self._relevance[id(node)] = result
         return result
 
-    def _compute_relevance(self, node: ast.AST, frame: Frame, seen: set[int]) -> bool:
+    def _compute_relevance(self, node: ast.AST, frame: Frame, seen: set[int], returns_count: bool = True) -> bool:
         for child in ast.walk(node):
             if isinstance(child, ast.Call):
                 func = child.func
@@ -516,7 +527,7 @@ class Run:
                     return True
                 if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
                     seen.add(id(callee.node))
-                    if self._compute_relevance(callee.node, frame, seen):
+                    if self._compute_relevance(callee.node, frame, seen, returns_count):
                         return True
                 if isinstance(callee, External) and (
                     callee.qualname in FABRIC_CLASSES or callee.qualname.endswith("Strategy")
@@ -530,7 +541,9 @@ class Run:
                     return True
             elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
                 return True
-            elif isinstance(child, (ast.Return, ast.Yield)):
+            elif isinstance(child, (ast.Return, ast.Yield)) and returns_count:
+                return True
+            elif isinstance(child, (ast.Global, ast.Nonlocal)):
                 return True
         return False
 
@@ -907,6 +920,8 @@ class Run:
             return self._call_function(callee.function, [callee.receiver, *args], keywords, opaque=opaque)
         if isinstance(callee, FunctionRef):
             args, keywords, opaque = self._eval_args(node, frame)
+            if self._summarizable(callee, args, keywords):
+                return self._summarize(callee, args, keywords, opaque, node, frame)
             return self._call_function(callee, args, keywords, opaque=opaque)
         if isinstance(callee, ClassRef):
             return self._instantiate(callee, node, frame)
@@ -974,6 +989,77 @@ class Run:
         finally:
             self.depth -= 1
         return Const(None)
+
+    # ----- helpers summarised by their return values ----------------------------------
+
+    def _summarizable(self, function: FunctionRef, args: list[Value], keywords: dict[str, Value]) -> bool:
+        """A helper that touches nothing Fabric-related: only what it returns can matter."""
+        if isinstance(function.node, ast.Lambda) or self.depth >= MAX_DEPTH - 1:
+            return False
+        if any(_tracked(v) and not (isinstance(v, Obj) and not v.params) for v in [*args, *keywords.values()]):
+            return False
+        return not self._function_relevance(function)
+
+    def _function_relevance(self, function: FunctionRef) -> bool:
+        key = id(function.node)
+        cached = self._function_relevant.get(key)
+        if cached is None:
+            self._function_relevant[key] = True  # recursion guard
+            frame = Frame(function.module, function.node)
+            cached = self._compute_relevance(function.node, frame, {key}, returns_count=False)
+            self._function_relevant[key] = cached
+        return cached
+
+    def _summarize(self, function: FunctionRef, args: list[Value], keywords: dict[str, Value], opaque: bool,
+                   node: ast.Call, frame: Frame) -> Value:
+        """Run a helper along each of its paths (bounded) and return what it can return.
+
+        Its forks stay inside: several constant results become one lazy Choice, so the
+        caller's run forks only where the value is needed (a precision, a strategy name).
+        """
+        saved_decisions, saved_choices = self.decisions, self.bound_choices
+        pending: deque[list[int]] = deque([[]])
+        results: list[Value] = []
+        runs = 0
+        try:
+            while pending and runs < MAX_SUMMARY_PATHS:
+                runs += 1
+                self.decisions = Decisions(pending.popleft())
+                self.bound_choices = dict(saved_choices)
+                try:
+                    results.append(self._call_function(function, list(args), dict(keywords), opaque=opaque))
+                except StopRun:
+                    if self.steps > MAX_STEPS:
+                        raise
+                    self.exited = False  # that path raises; the others are what callers see
+                taken = self.decisions.taken
+                for position in range(len(self.decisions.prefix), len(taken)):
+                    for alternative in range(1, taken[position].count):
+                        pending.append([d.index for d in taken[:position]] + [alternative])
+        finally:
+            self.decisions, self.bound_choices = saved_decisions, saved_choices
+        return self._merge_results(results, node, frame)
+
+    def _merge_results(self, results: list[Value], node: ast.Call, frame: Frame) -> Value:
+        distinct: list[Value] = []
+        for value in results:
+            if isinstance(value, Const):
+                if any(isinstance(d, Const) and _same_constant(d.value, value.value) for d in distinct):
+                    continue
+            elif any(d is value for d in distinct):
+                continue
+            distinct.append(value)
+        if not distinct:
+            raise StopRun()  # every path raises
+        if len(distinct) == 1:
+            return distinct[0]
+        text = " ".join(frame.module.parsed.segment(node).split())
+        if len(text) > 50:
+            text = text[:47] + "..."
+        if all(isinstance(d, Const) for d in distinct):
+            descriptions = tuple(f"`{text}` returns {d.value!r}" for d in distinct)  # type: ignore[attr-defined]
+            return Choice(f"summary:{id(node)}", tuple(distinct), descriptions)
+        return Unknown(text=text)
 
     def _bind_params(
         self,
@@ -1596,6 +1682,10 @@ def _lightning_base(cls: ClassRef, depth: int = 0) -> Optional[str]:
             if found:
                 return found
     return None
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _tracked(value: Value) -> bool:

@@ -129,9 +129,10 @@ class Project:
             for _ in range(level - 1):
                 base = os.path.dirname(base)
             return _module_file(base, parts)
-        bases = [os.path.dirname(os.path.abspath(from_path))]
+        here = os.path.dirname(os.path.abspath(from_path))
+        bases = [here]
         root = self.root_for(from_path)
-        for candidate in [root, *self.roots]:
+        for candidate in [_package_root(here), root, *self.roots]:
             if candidate not in bases:
                 bases.append(candidate)
         for base in bases:
@@ -156,6 +157,16 @@ class Project:
             failures.extend(locator.failures)
             locator.failures.clear()
         return failures
+
+
+def _package_root(folder: str) -> str:
+    """The folder above the outermost package holding ``folder`` (where its imports start)."""
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
 
 
 def _module_file(base: str, parts: list[str]) -> Optional[str]:
