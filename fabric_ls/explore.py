@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from fabric_ls.events import CallEvent, FabricState, Violation
-from fabric_ls.interpreter import Decision, Decisions, FunctionRef, Run, StopRun, entry_functions
+from fabric_ls.interpreter import (
+    Decision,
+    Decisions,
+    FunctionRef,
+    Run,
+    SharedAcrossRuns,
+    StopRun,
+    entry_functions,
+)
 from fabric_ls.model import Origin, Span
 from fabric_ls.project import Project
 from fabric_ls.source import ParsedSource
@@ -51,7 +59,7 @@ class Exploration:
     runs: list[RunRecord] = field(default_factory=list)
     dependencies: set[str] = field(default_factory=set)
     incomplete: bool = False
-    helper_modules: dict = field(default_factory=dict)
+    shared: SharedAcrossRuns = field(default_factory=SharedAcrossRuns)
 
 
 def explore(
@@ -109,7 +117,7 @@ def _explore_root(
                 findings.append(RunFinding(verdict[0], verdict[1], event))
 
         decisions = Decisions(prefix)
-        run = Run(project, parsed, decisions, on_call, assumed[0], assumed[1], result.helper_modules)
+        run = Run(project, parsed, decisions, on_call, assumed[0], assumed[1], result.shared)
         try:
             if function is None:
                 run.run_module()
@@ -303,7 +311,8 @@ def site_conditions(
                     )
                 ],
             )
-            items.append((state, describe(cover(trie, members))))
+            exited = frozenset(r for r in root if runs[r].exited)
+            items.append((state, describe(cover(trie, members, exited))))
         result[key] = items
     return result
 

@@ -12,7 +12,7 @@ import ast
 import builtins
 import os
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from fabric_ls.events import CallEvent, FabricState, StatementPlace
@@ -79,7 +79,7 @@ MAX_STEPS = 40_000
 MAX_DEPTH = 10
 MAX_DECISIONS = 14
 # Paths of one summarised helper function.
-MAX_SUMMARY_PATHS = 8
+MAX_SUMMARY_PATHS = 4
 
 
 class StopRun(Exception):
@@ -139,6 +139,20 @@ class ModuleEnv:
         self.imports: dict[str, str] = {}
 
 
+@dataclass
+class SharedAcrossRuns:
+    """What does not depend on the path, computed once for all runs of one analysis."""
+
+    # Helper modules' top levels (run once, without forks).
+    helper_modules: dict[str, ModuleEnv] = field(default_factory=dict)
+    # Whether a statement / function can touch anything Fabric-related, by node id.
+    statement_relevance: dict[int, bool] = field(default_factory=dict)
+    function_relevance: dict[int, bool] = field(default_factory=dict)
+    # Summaries of helpers called with constants that returned constants (no objects:
+    # an object must not be shared between runs).
+    summaries: dict[tuple, Value] = field(default_factory=dict)
+
+
 class Frame:
     def __init__(self, module: ModuleEnv, function: Optional[ast.AST] = None) -> None:
         self.module = module
@@ -172,7 +186,7 @@ class Run:
         on_call: EventSink,
         assumed_strategy: Optional[str] = None,
         force_strategy: bool = False,
-        helper_modules: Optional[dict[str, ModuleEnv]] = None,
+        shared: Optional[SharedAcrossRuns] = None,
     ) -> None:
         self.project = project
         self.main = main
@@ -185,15 +199,16 @@ class Run:
         self.steps = 0
         self.depth = 0
         self.modules: dict[str, ModuleEnv] = {}
-        # Helper modules' top levels run once per exploration, shared by its runs.
-        self.helper_modules = helper_modules if helper_modules is not None else {}
+        self.shared = shared if shared is not None else SharedAcrossRuns()
+        self.helper_modules = self.shared.helper_modules
         self.bound_choices: dict[str, int] = {}
         self.fabrics: list[FabricState] = []
         self.executed_functions: set[int] = set()
         self.dependencies: set[str] = set()
         self.places: list[StatementPlace] = []
-        self._relevance: dict[int, bool] = {}
-        self._function_relevant: dict[int, bool] = {}
+        self.summarizing = False
+        self._relevance = self.shared.statement_relevance
+        self._function_relevant = self.shared.function_relevance
         self.main_env = ModuleEnv(main, is_main=True)
         self.modules[main.path] = self.main_env
 
@@ -524,7 +539,14 @@ class Run:
                 if isinstance(callee, BoundMethod):
                     callee = callee.function
                 if isinstance(callee, ClassRef):
-                    return True
+                    if _lightning_base(callee) is not None:
+                        return True
+                    init = _class_method(callee, "__init__")
+                    if init is not None and id(init.node) not in seen:
+                        seen.add(id(init.node))
+                        if self._compute_relevance(init.node, frame, seen, returns_count=False):
+                            return True
+                    continue
                 if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
                     seen.add(id(callee.node))
                     if self._compute_relevance(callee.node, frame, seen, returns_count):
@@ -540,7 +562,9 @@ class Run:
                 if child.id in _interesting_names(frame.module.parsed):
                     return True
             elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
-                return True
+                # ``self.fabric = fabric`` matters; ``self.vocab_size = n`` does not.
+                if child.attr in _interesting_names(frame.module.parsed) or "fabric" in child.attr.lower():
+                    return True
             elif isinstance(child, (ast.Return, ast.Yield)) and returns_count:
                 return True
             elif isinstance(child, (ast.Global, ast.Nonlocal)):
@@ -661,8 +685,13 @@ class Run:
                 return method
             class_value = _class_attribute(owner, attr, self, frame)
             return class_value if class_value is not None else Unknown(text=frame.module.parsed.segment(node))
-        if isinstance(owner, (SetupModule, ModelOutput)):
-            return ModelOutput(owner.fabric) if isinstance(owner, ModelOutput) else owner
+        if isinstance(owner, ModelOutput):
+            return owner
+        if isinstance(owner, SetupModule):
+            # ``fabric_model.module`` is the strategy's wrapped module, not a Fabric wrapper.
+            if attr in ("module", "_forward_module", "_original_module"):
+                return owner.inner
+            return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Choice):
             return Unknown(text=frame.module.parsed.segment(node))
         return Unknown(text=frame.module.parsed.segment(node))
@@ -728,15 +757,60 @@ class Run:
 
     def _expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
         test = self._eval(node.test, frame)
+        if isinstance(test, (Choice, Unknown)) and self._pure(node.body, frame) and self._pure(node.orelse, frame):
+            # Both sides are plain values: keep the choice lazy; the run forks only if it is needed.
+            body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
+            text = _short(frame.module.parsed.segment(node.test))
+            fork = Choice(f"ifexp:{id(node)}", (body, orelse), (f"`{text}`", f"not `{text}`"))
+
+            def pick(option: Value) -> Value:
+                if isinstance(option, Const):
+                    return body if option.value else orelse
+                return fork if isinstance(option, Unknown) else body
+
+            return fork if isinstance(test, Unknown) else self._lift(test, pick)
         truth = self._truth(test, node.test, frame)
         if truth is None:
             return UNKNOWN
         return self._eval(node.body if truth else node.orelse, frame)
 
+    def _pure(self, node: ast.AST, frame: Frame) -> bool:
+        return not self._compute_relevance(node, frame, set())
+
+    def _lift(self, choice: Choice, function: Callable[[Value], Value]) -> Choice:
+        """The same choice (same key, same conditions) with ``function`` applied to each option."""
+        options = tuple(
+            self._lift(option, function) if isinstance(option, Choice) else function(option)
+            for option in choice.options
+        )
+        return Choice(choice.key, options, choice.descriptions)
+
     def _expr_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Value:
+        first = self._eval(node.values[0], frame)
+        rest_nodes = node.values[1:]
+        if isinstance(first, Choice) and all(self._pure(n, frame) for n in rest_nodes):
+            rest_node: ast.AST = rest_nodes[0]
+            if len(rest_nodes) > 1:
+                rest_node = ast.copy_location(ast.BoolOp(op=node.op, values=rest_nodes), rest_nodes[0])
+            rest = self._eval(rest_node, frame)
+            text = frame.module.parsed.segment(node)
+            is_or = isinstance(node.op, ast.Or)
+
+            def pick(option: Value) -> Value:
+                if isinstance(option, Unknown):
+                    return Unknown(text=text)
+                truthy = bool(option.value) if isinstance(option, Const) else True
+                if is_or:
+                    return option if truthy else rest
+                return rest if truthy else option
+
+            return self._lift(first, pick)
+        return self._boolop_eager(node, first, frame)
+
+    def _boolop_eager(self, node: ast.BoolOp, first: Value, frame: Frame) -> Value:
         last: Value = UNKNOWN
-        for operand in node.values:
-            last = self._concrete(self._eval(operand, frame))
+        for position, operand in enumerate(node.values):
+            last = self._concrete(first if position == 0 else self._eval(operand, frame))
             if not isinstance(last, Const):
                 if isinstance(last, Unknown):
                     return Unknown(text=frame.module.parsed.segment(node))
@@ -751,7 +825,15 @@ class Run:
         return last
 
     def _expr_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Value:
-        operand = self._concrete(self._eval(node.operand, frame))
+        operand = self._eval(node.operand, frame)
+        if isinstance(operand, Choice) and isinstance(node.op, ast.Not):
+            text = frame.module.parsed.segment(node)
+            return self._lift(
+                operand,
+                lambda o: Const(not o.value) if isinstance(o, Const) else (
+                    Unknown(text=text) if isinstance(o, Unknown) else Const(False)),
+            )
+        operand = self._concrete(operand)
         if isinstance(operand, Const):
             try:
                 if isinstance(node.op, ast.Not):
@@ -776,6 +858,15 @@ class Run:
 
     def _expr_Compare(self, node: ast.Compare, frame: Frame) -> Value:
         left = self._eval(node.left, frame)
+        if len(node.ops) == 1:
+            right = self._eval(node.comparators[0], frame)
+            op, text = node.ops[0], frame.module.parsed.segment(node)
+            # A comparison of a choice is a choice of results, decided where it is needed.
+            if isinstance(left, Choice) and not isinstance(right, Choice):
+                return self._lift(left, lambda option: self._compared(op, option, right, text))
+            if isinstance(right, Choice) and not isinstance(left, Choice):
+                return self._lift(right, lambda option: self._compared(op, left, option, text))
+            return self._compared(op, left, right, text)
         for op, right_node in zip(node.ops, node.comparators):
             right = self._eval(right_node, frame)
             result = self._compare(op, left, right)
@@ -785,6 +876,10 @@ class Run:
                 return Const(False)
             left = right
         return Const(True)
+
+    def _compared(self, op: ast.cmpop, left: Value, right: Value, text: str) -> Value:
+        result = self._compare(op, left, right)
+        return Unknown(text=text) if result is None else Const(result)
 
     def _compare(self, op: ast.cmpop, left: Value, right: Value) -> Optional[bool]:
         left = self._concrete(left)
@@ -917,7 +1012,10 @@ class Run:
     def _call_value(self, callee: Value, node: ast.Call, frame: Frame) -> Value:
         if isinstance(callee, BoundMethod):
             args, keywords, opaque = self._eval_args(node, frame)
-            return self._call_function(callee.function, [callee.receiver, *args], keywords, opaque=opaque)
+            args = [callee.receiver, *args]
+            if self._summarizable(callee.function, args, keywords):
+                return self._summarize(callee.function, args, keywords, opaque, node, frame)
+            return self._call_function(callee.function, args, keywords, opaque=opaque)
         if isinstance(callee, FunctionRef):
             args, keywords, opaque = self._eval_args(node, frame)
             if self._summarizable(callee, args, keywords):
@@ -996,8 +1094,6 @@ class Run:
         """A helper that touches nothing Fabric-related: only what it returns can matter."""
         if isinstance(function.node, ast.Lambda) or self.depth >= MAX_DEPTH - 1:
             return False
-        if any(_tracked(v) and not (isinstance(v, Obj) and not v.params) for v in [*args, *keywords.values()]):
-            return False
         return not self._function_relevance(function)
 
     def _function_relevance(self, function: FunctionRef) -> bool:
@@ -1017,10 +1113,22 @@ class Run:
         Its forks stay inside: several constant results become one lazy Choice, so the
         caller's run forks only where the value is needed (a precision, a strategy name).
         """
+        key = _summary_key(function, node, args, keywords)
+        if key is not None and key in self.shared.summaries:
+            return self.shared.summaries[key]
+        if self.summarizing:
+            # Inside another summary: one path is enough (nested summaries multiply).
+            saved = self.decisions
+            self.decisions = _NoForks()
+            try:
+                return self._call_function(function, args, keywords, opaque=opaque)
+            finally:
+                self.decisions = saved
         saved_decisions, saved_choices = self.decisions, self.bound_choices
         pending: deque[list[int]] = deque([[]])
         results: list[Value] = []
         runs = 0
+        self.summarizing = True
         try:
             while pending and runs < MAX_SUMMARY_PATHS:
                 runs += 1
@@ -1038,7 +1146,11 @@ class Run:
                         pending.append([d.index for d in taken[:position]] + [alternative])
         finally:
             self.decisions, self.bound_choices = saved_decisions, saved_choices
-        return self._merge_results(results, node, frame)
+            self.summarizing = False
+        merged = self._merge_results(results, node, frame)
+        if key is not None and _plain_result(merged):
+            self.shared.summaries[key] = merged
+        return merged
 
     def _merge_results(self, results: list[Value], node: ast.Call, frame: Frame) -> Value:
         distinct: list[Value] = []
@@ -1127,8 +1239,19 @@ class Run:
             instance = Obj(node, frame.module.path)
         instance.cls = cls
         init = _class_method(cls, "__init__")
+        if init is None:
+            _bind_fields(cls, instance, args, keywords)
         if init is not None:
-            self._call_function(init, [instance, *args], keywords, opaque=opaque)
+            if self._function_relevance(init):
+                self._call_function(init, [instance, *args], keywords, opaque=opaque)
+            else:
+                # Nothing Fabric-related happens in it: one path is enough.
+                saved = self.decisions
+                self.decisions = _NoForks()
+                try:
+                    self._call_function(init, [instance, *args], keywords, opaque=opaque)
+                finally:
+                    self.decisions = saved
         return instance
 
     # ----- known externals ---------------------------------------------------------
@@ -1667,6 +1790,26 @@ def _class_attribute(cls: ClassRef, name: str, run: Run, frame: Frame) -> Option
     return None
 
 
+def _bind_fields(cls: ClassRef, instance: Obj, args: list[Value], keywords: dict[str, Value]) -> None:
+    """A dataclass (or NamedTuple) built without an ``__init__`` of its own: arguments become fields."""
+    fields: list[str] = []
+    chain: list[ClassRef] = []
+    current: Optional[ClassRef] = cls
+    while current is not None and len(chain) < 8:
+        chain.append(current)
+        current = next((b for b in current.bases if isinstance(b, ClassRef)), None)
+    for klass in reversed(chain):
+        for statement in klass.node.body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                if statement.target.id not in fields:
+                    fields.append(statement.target.id)
+    for name, value in zip(fields, args):
+        instance.attrs[name] = value
+    for name, value in keywords.items():
+        if name in fields:
+            instance.attrs[name] = value
+
+
 def _lightning_base(cls: ClassRef, depth: int = 0) -> Optional[str]:
     """The Lightning class a user class derives from (Fabric or a strategy), if any."""
     if depth > 8:
@@ -1682,6 +1825,29 @@ def _lightning_base(cls: ClassRef, depth: int = 0) -> Optional[str]:
             if found:
                 return found
     return None
+
+
+def _summary_key(function: FunctionRef, node: ast.AST, args: list[Value], keywords: dict[str, Value]) -> Optional[tuple]:
+    parts: list[Any] = [id(function.node), id(node)]
+    for value in [*args, *(keywords[k] for k in sorted(keywords))]:
+        if isinstance(value, Const) and isinstance(value.value, (str, int, float, bool, type(None))):
+            parts.append((type(value.value).__name__, value.value))
+        elif isinstance(value, Unknown):
+            parts.append("?")
+        else:
+            return None
+    return (*parts, tuple(sorted(keywords)))
+
+
+def _plain_result(value: Value) -> bool:
+    if isinstance(value, Choice):
+        return all(_plain_result(option) for option in value.options)
+    return isinstance(value, (Const, Unknown))
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _same_constant(a: Any, b: Any) -> bool:

@@ -79,6 +79,9 @@ class Outcome:
     diagnostics: tuple[types.Diagnostic, ...]
     result_id: str
     dependencies: frozenset[str]
+    # What limited the analysis (time budget, jedi failures), and an unusable `python` setting.
+    notes: tuple[str, ...] = ()
+    environment_problem: Optional[str] = None
 
 
 @dataclass
@@ -323,7 +326,7 @@ class AnalysisWorker:
             logger.exception("analysis of %s failed", document.path)
             analysis = Analysis(path=document.path)
         analysed = time.perf_counter()
-        outcome = self._present(document, analysis)
+        outcome = self._present(document, analysis, getattr(state.project, "environment_problem", None))
         self.stats["analyses"] += 1
         self.stats["engine_ms"].append(round((analysed - started) * 1000, 2))
         self.stats["present_ms"].append(round((time.perf_counter() - analysed) * 1000, 2))
@@ -368,7 +371,9 @@ class AnalysisWorker:
         self._file_lines[normal] = (stamp, lines)
         return lines
 
-    def _present(self, document: DocumentState, analysis: Analysis) -> Outcome:
+    def _present(
+        self, document: DocumentState, analysis: Analysis, environment_problem: Optional[str] = None
+    ) -> Outcome:
         """Keep the findings the user wants (select/ignore, noqa, severity "off") and convert them."""
         settings = document.settings
         own_path = _normal(document.path)
@@ -403,6 +408,8 @@ class AnalysisWorker:
             diagnostics=tuple(diagnostics),
             result_id=lsp_convert.diagnostics_result_id(diagnostics, self._converter),
             dependencies=frozenset(_normal(path) for path in analysis.dependencies),
+            notes=tuple(getattr(analysis, "notes", ()) or ()),
+            environment_problem=environment_problem,
         )
 
     def warm_up(self) -> None:
@@ -497,6 +504,7 @@ class FabricLanguageServer(LanguageServer):
         self.published: dict[str, tuple[int, str]] = {}
         self.served: dict[str, str] = {}
         self.reported_problems: set[str] = set()
+        self.reported_notes: set[str] = set()
         self.config_ready: Optional[asyncio.Event] = None
         self._tasks: set[asyncio.Future] = set()
         self._refresh_pending: set[str] = set()
@@ -647,9 +655,11 @@ class FabricLanguageServer(LanguageServer):
             self.config_ready.set()
 
     # -- documents -------------------------------------------------------------------------
-    def track(self, uri: str, version: int, source: str) -> Optional[DocumentState]:
+    def track(self, uri: str, version: int, source: str, language_id: str = "") -> Optional[DocumentState]:
+        """Record a document version; only Python files are tracked (a tracked one stays tracked)."""
         path = lsp_convert.uri_to_path(uri)
-        if not path or not path.endswith(PYTHON_SUFFIXES):
+        python = language_id == "python" or self.document(uri) is not None
+        if not path or not (python or path.endswith(PYTHON_SUFFIXES)):
             return None
         settings, project_key = self.settings_for(path)
         state = DocumentState(
@@ -670,6 +680,18 @@ class FabricLanguageServer(LanguageServer):
         self.stale.discard(uri)
         self.published.pop(uri, None)
         self.served.pop(uri, None)
+
+    def remember(self, uri: str, outcome: Outcome) -> None:
+        """Keep ``outcome`` as the document's current one and say what limited it (once per text)."""
+        self.outcomes[uri] = outcome
+        self.stale.discard(uri)
+        if outcome.environment_problem:
+            self.report_problems([f"`python` setting: {outcome.environment_problem}"])
+        for note in outcome.notes:
+            message = f"fabric-ls: {os.path.basename(outcome.document.path)}: {note}"
+            if message not in self.reported_notes:
+                self.reported_notes.add(message)
+                self.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=message))
 
     def dependents_of(self, paths: Iterable[str], exclude: str = "") -> list[str]:
         """Open documents whose last analysis read any of ``paths``."""
@@ -698,8 +720,7 @@ class FabricLanguageServer(LanguageServer):
             if outcome is None or current is None:
                 return None
             if outcome.document.key == current.key:
-                self.outcomes[uri] = outcome
-                self.stale.discard(uri)
+                self.remember(uri, outcome)
                 return outcome
         return None
 
@@ -719,8 +740,7 @@ class FabricLanguageServer(LanguageServer):
         if outcome is None or current is None or outcome.document.key != current.key:
             return  # superseded: the refresh scheduled by the newer change publishes
         previous = self.outcomes.get(uri)
-        self.outcomes[uri] = outcome
-        self.stale.discard(uri)
+        self.remember(uri, outcome)
         if external and (previous is None or previous.analysis.fabric_sites != outcome.analysis.fabric_sites):
             self.request_refreshes(views=True)
         if self.pull_mode:
@@ -843,7 +863,7 @@ async def _register(ls: FabricLanguageServer, registrations: list[types.Registra
 
 def on_did_open(ls: FabricLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
     document = params.text_document
-    if ls.track(document.uri, document.version, document.text) is not None:
+    if ls.track(document.uri, document.version, document.text, document.language_id) is not None:
         ls.schedule(document.uri)
 
 

@@ -405,3 +405,36 @@ def test_a_choice_the_script_rejects_does_not_count(tmp_path):
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
     """)
     assert codes(analysis) == [("FAB001", 11, "error")]
+
+
+def test_dataclass_fields_given_at_construction(tmp_path):
+    analysis = check(tmp_path, """\
+        from dataclasses import dataclass
+        from typing import Optional
+        import torch
+        from lightning.fabric import Fabric
+        @dataclass
+        class TrainArgs:
+            lr: float = 1e-3
+            max_norm: Optional[float] = None
+        def main(fabric, train: TrainArgs = TrainArgs(max_norm=1.0)):
+            model = torch.nn.Linear(4, 2)
+            model, optimizer = fabric.setup(model, torch.optim.SGD(model.parameters(), lr=train.lr))
+            fabric.clip_gradients(model, optimizer, max_norm=train.max_norm)
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch(main)
+    """)
+    assert codes(analysis) == []
+
+
+def test_the_module_of_a_set_up_model_is_not_a_fabric_wrapper(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+        fabric.launch()
+        player = Fabric(accelerator="cuda", devices=1)
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        copy = player.setup_module(model.module)
+    """)
+    assert codes(analysis) == []
