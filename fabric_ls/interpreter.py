@@ -78,6 +78,7 @@ PARAMS_PASSTHROUGH = frozenset({"list", "tuple", "filter", "iter", "sorted", "ch
 MAX_STEPS = 40_000
 MAX_DEPTH = 10
 MAX_DECISIONS = 14
+MAX_EXPRESSION_DEPTH = 150
 # Paths of one summarised helper function.
 MAX_SUMMARY_PATHS = 4
 
@@ -158,7 +159,6 @@ class Frame:
         self.module = module
         self.function = function
         self.locals: Optional[dict[str, Value]] = {} if function is not None else None
-        self.context: list[ContextValue] = []
 
     def lookup(self, name: str) -> Optional[Value]:
         if self.locals is not None and name in self.locals:
@@ -207,6 +207,10 @@ class Run:
         self.dependencies: set[str] = set()
         self.places: list[StatementPlace] = []
         self.summarizing = False
+        # Context managers in force (``with fabric.init_module()``): dynamic, so helpers
+        # called inside the ``with`` build their models under it too.
+        self.contexts: list[ContextValue] = []
+        self.eval_depth = 0
         self._relevance = self.shared.statement_relevance
         self._function_relevant = self.shared.function_relevance
         self.main_env = ModuleEnv(main, is_main=True)
@@ -439,7 +443,7 @@ class Run:
         for item in node.items:
             value = self._eval(item.context_expr, frame)
             if isinstance(value, ContextValue):
-                frame.context.append(value)
+                self.contexts.append(value)
                 pushed += 1
             if item.optional_vars is not None:
                 self._assign(item.optional_vars, UNKNOWN, frame, node)
@@ -447,7 +451,7 @@ class Run:
             self._exec_block(node.body, frame)
         finally:
             for _ in range(pushed):
-                frame.context.pop()
+                self.contexts.pop()
 
     _stmt_AsyncWith = _stmt_With
 
@@ -627,12 +631,14 @@ class Run:
             return Const(None)
         self._tick()
         handler = getattr(self, "_expr_" + type(node).__name__, None)
-        if handler is None:
-            return Unknown(text=frame.module.parsed.segment(node))
+        if handler is None or self.eval_depth > MAX_EXPRESSION_DEPTH:
+            # Deeper than any real expression: its value is unknown, the rest goes on.
+            return Unknown(text="expression")
+        self.eval_depth += 1
         try:
             return handler(node, frame)
-        except RecursionError:
-            raise StopRun() from None
+        finally:
+            self.eval_depth -= 1
 
     def _expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
         if isinstance(node.value, str):
@@ -1043,7 +1049,7 @@ class Run:
             return outputs[0]
         meta = any(
             ctx.kind == "meta_device" or (ctx.kind == "init_module" and ctx.empty_init)
-            for ctx in frame.context
+            for ctx in self.contexts
         )
         meta = meta and self._meta_context(frame)
         place = self.places[-1] if self.places else None
@@ -1051,7 +1057,7 @@ class Run:
 
     def _meta_context(self, frame: Frame) -> bool:
         """Does the innermost creation context put parameters on the meta device?"""
-        for ctx in reversed(frame.context):
+        for ctx in reversed(self.contexts):
             if ctx.kind == "meta_device":
                 return True
             if ctx.kind == "init_module":

@@ -7,6 +7,7 @@ counts code points, so conversion lives here.
 from __future__ import annotations
 
 import ast
+import gc
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from fabric_ls.model import Span
 _MAX_REPAIRS = 40
 _INDENT = re.compile(r"[ \t]*")
 # Python's tokenizer ends lines at these only (``str.splitlines`` also splits at \x0c, \u2028, ...).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
@@ -78,9 +80,15 @@ class ParsedSource:
 
 
 def _try_parse(text: str) -> ast.Module:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(text)
+    collecting = gc.isenabled()
+    gc.disable()  # the collector costs half the parse time on big files and finds nothing to free
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def parse_source(text: str, path: str = "<string>") -> ParsedSource:
@@ -89,17 +97,17 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
     Blanking keeps line numbers, so findings on the lines that do parse stay exact.
     Nothing raises: a file that cannot be repaired yields an empty module.
     """
-    text = text.replace("\x00", " ")
+    # Same length, so every column stays put: NULs and lone surrogates cannot be parsed.
+    text = _SURROGATE.sub("\ufffd", text.replace("\x00", " "))
     lines = split_lines(text)
     try:
         return ParsedSource(path, text, _try_parse(text), lines)
     except (SyntaxError, ValueError) as error:
         first_error = _describe(error)
     except (RecursionError, MemoryError):
-        return ParsedSource(
-            path, text, ast.Module(body=[], type_ignores=[]), lines, "file is nested too deeply to analyse"
-        )
-    work = list(lines)
+        first_error = "an expression is nested too deeply to analyse"
+    # Repairs work on "\n" endings: a placeholder after a bare "\r" must not merge two lines.
+    work = [line.rstrip("\r\n") + "\n" if line.endswith(("\r", "\n")) else line for line in lines]
     repaired: set[int] = set()
     emptied: set[int] = set()
     for _ in range(_MAX_REPAIRS):
@@ -121,7 +129,15 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
             else:
                 work[line0] = _placeholder(work[line0], work, line0)
                 repaired.add(line0)
-        except (ValueError, RecursionError, MemoryError):
+        except (RecursionError, MemoryError):
+            # No line number: the deepest expression is almost always on the longest line.
+            longest = max((n for n in range(len(work)) if n not in emptied), key=lambda n: len(work[n]), default=-1)
+            if longest < 0:
+                break
+            work[longest] = _ending(work[longest])
+            emptied.add(longest)
+            repaired.add(longest)
+        except ValueError:
             break
     return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, first_error, repaired)
 

@@ -438,3 +438,20 @@ def test_the_module_of_a_set_up_model_is_not_a_fabric_wrapper(tmp_path):
         copy = player.setup_module(model.module)
     """)
     assert codes(analysis) == []
+
+
+def test_a_model_built_by_a_helper_inside_init_module_is_on_the_meta_device(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        def build():
+            return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch()
+        with fabric.init_module(empty_init=True):
+            model = build()
+        optimizer = torch.optim.AdamW(model.parameters())
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(optimizer)
+    """)
+    assert codes(analysis) == [("FAB010", 11, "error")]
