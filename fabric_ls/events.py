@@ -22,6 +22,9 @@ class FabricState:
     launched: bool = False
     launch_count: int = 0
     models_setup: int = 0
+    # The object went through code we cannot read (a library call, an entry point's
+    # caller): it may have been launched or set models up there.
+    escaped: bool = False
     # Where the Fabric(...) statement and the strategy object's call are, for fixes.
     place: Optional["StatementPlace"] = None
     parsed: Optional[ParsedSource] = None

@@ -69,6 +69,13 @@ FABRIC_METHODS = frozenset(
         "init_module",
         "clip_gradients",
         "no_backward_sync",
+        # Collectives and checkpoints check the launch too (FAB009).
+        "barrier",
+        "broadcast",
+        "all_gather",
+        "all_reduce",
+        "save",
+        "load",
     }
 )
 PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
@@ -260,7 +267,7 @@ class Run:
             assumed = resolve(FabricConfig(strategy_name=self.assumed_strategy, strategy_given=True))
             strategy = ResolvedStrategy(**{**assumed.__dict__, "assumed": True})
         # Whoever passes it in has launched it, or it is single-device: do not guess FAB009.
-        return FabricState(self.main.path, None, strategy, launched=True)  # type: ignore[arg-type]
+        return FabricState(self.main.path, None, strategy, launched=True, escaped=True)  # type: ignore[arg-type]
 
     # ----- modules -----------------------------------------------------------------
 
@@ -673,6 +680,9 @@ class Run:
         if isinstance(owner, FabricObj):
             if attr == "strategy":
                 return StrategyAttr(owner)
+            if attr == "world_size" and owner.site.strategy.world_size is not None:
+                # devices * num_nodes, known before launch (fabric.py world_size).
+                return Const(owner.site.strategy.world_size)
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Obj):
             if attr in owner.attrs:
@@ -979,6 +989,9 @@ class Run:
         if isinstance(receiver, ArgParser):
             return self._argparse_call(receiver, attr, node, frame)
         if isinstance(receiver, ModelOutput):
+            if attr in ("detach", "item", "tolist", "numpy", "detach_"):
+                self._eval_args(node, frame)
+                return Unknown(text="detached tensor")
             if attr == "backward":
                 self._eval_args(node, frame)
                 self._emit(receiver.fabric, "tensor.backward", node, frame, [], {}, receiver=receiver)
@@ -986,6 +999,12 @@ class Run:
             return receiver
         if isinstance(receiver, (Obj, SetupModule)) and attr in PARAMETER_METHODS:
             return _params_of(receiver, node)
+        if isinstance(receiver, Obj) and attr in ("load_state_dict", "to_empty"):
+            _, keywords, _ = self._eval_args(node, frame)
+            assign = keywords.get("assign")
+            if attr == "to_empty" or (isinstance(assign, Const) and assign.value is True):
+                receiver.meta = False  # real tensors replace the meta ones
+            return UNKNOWN
         if isinstance(receiver, SetupModule):
             self._eval_args(node, frame)
             if attr in ("forward", "__call__"):
@@ -1031,6 +1050,8 @@ class Run:
             return self._instantiate(callee, node, frame)
         if isinstance(callee, SetupModule):
             self._eval_args(node, frame)
+            if any(ctx.kind == "no_grad" for ctx in self.contexts):
+                return Unknown(text="output computed without gradients")  # no backward hook
             return ModelOutput(callee.fabric)
         if isinstance(callee, External):
             return self._external_call(callee.qualname, node, frame)
@@ -1044,6 +1065,8 @@ class Run:
         found: list[Params] = []
         for value in [*args, *keywords.values()]:
             found.extend(_collect_params(value))
+            if isinstance(value, FabricObj):
+                value.site.escaped = True
         outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput)]
         if outputs and not found:
             return outputs[0]
@@ -1272,6 +1295,9 @@ class Run:
         if qualname in ("argparse.ArgumentParser",):
             self._eval_args(node, frame)
             return ArgParser()
+        if qualname in ("torch.no_grad", "torch.inference_mode", "torch.enable_grad"):
+            self._eval_args(node, frame)
+            return ContextValue("no_grad" if qualname != "torch.enable_grad" else "other")
         if qualname in ("torch.device",):
             args, _, _ = self._eval_args(node, frame)
             first = self._concrete(args[0]) if args else UNKNOWN
@@ -1592,7 +1618,9 @@ class Run:
                     return self._call_function(function.function, [function.receiver, fabric, *rest], {})
                 return self._call_function(function, [fabric, *rest], {})
             return UNKNOWN
-        return Const(None)
+        if method in ("backward", "clip_gradients"):
+            return Const(None)
+        return Unknown(text=frame.module.parsed.segment(node))  # broadcast, load, ...: values from outside
 
     def _wrap_optimizer(self, optimizer: Value, fabric: FabricObj, node: ast.Call, frame: Frame) -> Value:
         if isinstance(optimizer, SetupOptimizer):
@@ -1911,15 +1939,32 @@ def _looks_like_fabric_param(param: ast.arg) -> bool:
 
 
 def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
-    """Top-level functions and methods that use Fabric, in source order (candidate entry points)."""
-    for statement in parsed.tree.body:
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if _mentions_fabric(statement):
-                yield statement
-        elif isinstance(statement, ast.ClassDef):
+    """Top-level functions and methods that use Fabric, directly or through the module's other
+    functions and classes, in source order (candidate entry points)."""
+    definitions = [
+        s for s in parsed.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+    using = {d.name for d in definitions if _mentions_fabric(d)}
+    changed = True
+    while changed:
+        changed = False
+        for definition in definitions:
+            if definition.name not in using and _names_loaded(definition) & using:
+                using.add(definition.name)
+                changed = True
+    for statement in definitions:
+        if isinstance(statement, ast.ClassDef):
             for inner in statement.body:
-                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and _mentions_fabric(inner):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    _mentions_fabric(inner) or _names_loaded(inner) & using
+                ):
                     yield inner
+        elif statement.name in using:
+            yield statement
+
+
+def _names_loaded(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def _mentions_fabric(function: ast.AST) -> bool:

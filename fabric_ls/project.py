@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Iterable, Optional
 
 from fabric_ls.jedi_bridge import JediLocator, environment_problem
@@ -36,9 +37,13 @@ EXTERNAL_PREFIXES = (
 MAX_HELPER_BYTES = 2_000_000
 
 
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+
+
 def is_external(dotted: str) -> bool:
+    """Known by import path, never parsed: the big ML packages and the standard library."""
     head = dotted.split(".", 1)[0]
-    return head in EXTERNAL_PREFIXES
+    return head in EXTERNAL_PREFIXES or head in _STDLIB
 
 
 class Project:

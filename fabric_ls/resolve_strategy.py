@@ -62,6 +62,8 @@ class ResolvedStrategy:
     precision: Optional[str] = None  # unified name, None when unknown
     unknown_reason: Optional[str] = None
     assumed: bool = False
+    # devices * num_nodes where both are constants (``fabric.world_size`` before launch).
+    world_size: Optional[int] = None
     # Constructor problems: (rule, message args), in Lightning's order.
     problems: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = field(default=())
 
@@ -220,6 +222,7 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         precision=precision,
         unknown_reason=unknown_reason,
         problems=tuple(problems),
+        world_size=count * config.num_nodes if count is not None and isinstance(config.num_nodes, int) else None,
     )
 
 

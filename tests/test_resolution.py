@@ -455,3 +455,100 @@ def test_a_model_built_by_a_helper_inside_init_module_is_on_the_meta_device(tmp_
         optimizer = fabric.setup_optimizers(optimizer)
     """)
     assert codes(analysis) == [("FAB010", 11, "error")]
+
+
+def test_a_fabric_passed_to_unreadable_code_may_have_been_launched_and_set_up(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        from mypkg.build import build_and_setup, start
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        start(fabric)
+        model, optimizer = build_and_setup(fabric)
+        fabric.backward(model(torch.randn(2, 4)).sum())
+        fabric.setup_module(torch.nn.Linear(4, 1))
+    """)
+    assert codes(analysis) == []
+
+
+def test_world_size_is_known_before_launch(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+        if fabric.world_size > 1:
+            fabric.launch()
+        fabric.setup_module(torch.nn.Linear(4, 1))
+    """)
+    assert codes(analysis) == []
+
+
+def test_outputs_without_gradients_have_no_backward_hook(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cpu", devices=1, precision="bf16-mixed")
+        encoder = fabric.setup_module(torch.nn.Linear(4, 4))
+        head = torch.nn.Linear(4, 1)
+        with torch.no_grad():
+            feats = encoder(torch.randn(2, 4))
+        head(feats.float()).sum().backward()
+        head(encoder(torch.randn(2, 4)).detach().float()).sum().backward()
+        encoder(torch.randn(2, 4)).sum().backward()
+    """)
+    assert codes(analysis) == [("FAB016", 10, "error")]
+
+
+def test_load_state_dict_with_assign_materialises_meta_parameters(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch()
+        with torch.device("meta"):
+            model = torch.nn.Linear(4, 1)
+        model.load_state_dict({"weight": torch.zeros(1, 4), "bias": torch.zeros(1)}, assign=True)
+        optimizer = torch.optim.Adam(model.parameters())
+        model, optimizer = fabric.setup(model, optimizer)
+    """)
+    assert codes(analysis) == []
+
+
+def test_collectives_and_checkpoints_need_launch_too(tmp_path):
+    analysis = check(tmp_path, """\
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+        fabric.barrier()
+    """)
+    assert codes(analysis) == [("FAB009", 3, "warning")]
+
+
+def test_fsdp_clip_gradients_needs_the_set_up_module(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+        fabric.launch()
+        model = torch.nn.Linear(4, 2)
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+        fabric.clip_gradients(None, optimizer, max_norm=1.0)
+    """)
+    assert codes(analysis) == [("FAB023", 8, "error")]
+
+
+def test_a_function_that_only_reaches_fabric_through_a_class_is_an_entry_point(tmp_path):
+    analysis = check(tmp_path, """\
+        import torch
+        from lightning.fabric import Fabric
+        class Trainer:
+            def __init__(self):
+                self.fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
+                self.fabric.launch()
+            def fit(self):
+                with self.fabric.init_module(empty_init=False):
+                    model = torch.nn.Linear(4, 2)
+        def run():
+            Trainer().fit()
+    """)
+    assert codes(analysis) == [("FAB003", 8, "error")]

@@ -80,6 +80,12 @@ CHECK_ORDER: dict[str, tuple[str, ...]] = {
     "clip_gradients": ("FAB023",),
     "no_backward_sync": ("FAB024",),
     "tensor.backward": ("FAB016",),
+    "barrier": ("FAB009",),
+    "broadcast": ("FAB009",),
+    "all_gather": ("FAB009",),
+    "all_reduce": ("FAB009",),
+    "save": ("FAB009",),
+    "load": ("FAB009",),
 }
 
 

@@ -41,7 +41,8 @@ def check(event: CallEvent) -> Optional[Violation]:
         )
     if strategy.is_a("FSDPStrategy") and max_norm:
         module = event.args[0] if event.args else event.keywords.get("module")
-        if isinstance(module, Obj):
+        # The original module, or None: fsdp.py:405 needs the FSDP-wrapped one.
+        if isinstance(module, Obj) or (isinstance(module, Const) and module.value is None):
             return Violation(
                 event.node,
                 {

@@ -14,6 +14,8 @@ METHODS = ("backward",)
 def check(event: CallEvent) -> Optional[Violation]:
     if not event.strategy.is_a("DeepSpeedStrategy") or "model" in event.keywords:
         return None
+    if event.fabric.escaped:
+        return None  # models may have been set up where we cannot see
     if event.fabric.models_setup <= 1:
         return None
     return Violation(event.node, {"count": event.fabric.models_setup})

@@ -1,4 +1,4 @@
-"""FAB009: a multi-process strategy used before ``fabric.launch()``.
+"""FAB009: a multi-process strategy used before ``fabric.launch()`` (setup, collectives, save/load).
 
 Severity is a warning by default: ``fabric run`` launches the processes for the
 script, and nothing in the source says whether it will be used.
@@ -13,13 +13,28 @@ from fabric_ls.rules.common import Case
 from fabric_ls.strategies import is_single_process
 
 RULE = "FAB009"
-METHODS = ("setup", "setup_module", "setup_optimizers", "setup_dataloaders", "init_module")
+METHODS = (
+    "setup",
+    "setup_module",
+    "setup_optimizers",
+    "setup_dataloaders",
+    "init_module",
+    "barrier",
+    "broadcast",
+    "all_gather",
+    "all_reduce",
+    "save",
+    "load",
+)
 DEFAULT_SEVERITY = "warning"
 
 
 def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
     if event.fabric.launched or strategy.class_name is None or is_single_process(strategy.class_name):
+        return None
+    # Launched somewhere we cannot see, or assumed to run under `fabric run` (which launches).
+    if event.fabric.escaped or strategy.assumed:
         return None
     return Violation(event.node, {"method": event.method})
 
