@@ -324,7 +324,10 @@ def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
         taken: list[tuple] = []
         for finding in fixable:
             assert finding.fix is not None
-            spans = [(e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col) for e in finding.fix.edits]
+            spans = [
+                (e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col)
+                for e in finding.fix.edits
+            ]
             if any(_overlaps(a, b) for a in spans for b in taken):
                 remaining.append(finding)  # applied on a later run, once the first fix is in
                 continue

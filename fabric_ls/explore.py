@@ -23,7 +23,7 @@ from fabric_ls.interpreter import (
     StopRun,
     entry_functions,
 )
-from fabric_ls.model import Origin, Span
+from fabric_ls.model import Span
 from fabric_ls.project import Project
 from fabric_ls.source import ParsedSource
 from fabric_ls.values import ClassRef
@@ -80,8 +80,9 @@ def explore(
             break
         if function is not None and id(function) in reached:
             continue
-        _explore_root(project, parsed, check, (assumed_strategy, force_strategy), function, result, reached,
-                      deadline)
+        _explore_root(
+            project, parsed, check, (assumed_strategy, force_strategy), function, result, reached, deadline
+        )
     return result
 
 
@@ -130,7 +131,9 @@ def _explore_root(
         reached.update(run.executed_functions)
         result.dependencies.update(run.dependencies)
         result.runs.append(
-            RunRecord(list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1, exited=run.exited)
+            RunRecord(
+                list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1, exited=run.exited
+            )
         )
         for position in range(len(prefix), len(decisions.taken)):
             taken = decisions.taken[position]
@@ -173,7 +176,10 @@ def _build_trie(runs: list[RunRecord], members: list[int]) -> _Trie:
 
 
 def cover(
-    trie: _Trie, fires: set[int], exited: frozenset[int] = frozenset(), unexplored: Optional[list[bool]] = None
+    trie: _Trie,
+    fires: set[int],
+    exited: frozenset[int] = frozenset(),
+    unexplored: Optional[list[bool]] = None,
 ) -> list[list[tuple[Decision, int]]]:
     """The decision paths under which every run fires: [] = never, [[]] = always.
 
@@ -315,4 +321,3 @@ def site_conditions(
             items.append((state, describe(cover(trie, members, exited))))
         result[key] = items
     return result
-

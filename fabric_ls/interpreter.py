@@ -538,7 +538,9 @@ class Run:
         self._relevance[id(node)] = result
         return result
 
-    def _compute_relevance(self, node: ast.AST, frame: Frame, seen: set[int], returns_count: bool = True) -> bool:
+    def _compute_relevance(
+        self, node: ast.AST, frame: Frame, seen: set[int], returns_count: bool = True
+    ) -> bool:
         for child in ast.walk(node):
             if isinstance(child, ast.Call):
                 func = child.func
@@ -773,7 +775,11 @@ class Run:
 
     def _expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
         test = self._eval(node.test, frame)
-        if isinstance(test, (Choice, Unknown)) and self._pure(node.body, frame) and self._pure(node.orelse, frame):
+        if (
+            isinstance(test, (Choice, Unknown))
+            and self._pure(node.body, frame)
+            and self._pure(node.orelse, frame)
+        ):
             # Both sides are plain values: keep the choice lazy; the run forks only if it is needed.
             body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
             text = _short(frame.module.parsed.segment(node.test))
@@ -846,8 +852,11 @@ class Run:
             text = frame.module.parsed.segment(node)
             return self._lift(
                 operand,
-                lambda o: Const(not o.value) if isinstance(o, Const) else (
-                    Unknown(text=text) if isinstance(o, Unknown) else Const(False)),
+                lambda o: (
+                    Const(not o.value)
+                    if isinstance(o, Const)
+                    else (Unknown(text=text) if isinstance(o, Unknown) else Const(False))
+                ),
             )
         operand = self._concrete(operand)
         if isinstance(operand, Const):
@@ -1135,8 +1144,15 @@ class Run:
             self._function_relevant[key] = cached
         return cached
 
-    def _summarize(self, function: FunctionRef, args: list[Value], keywords: dict[str, Value], opaque: bool,
-                   node: ast.Call, frame: Frame) -> Value:
+    def _summarize(
+        self,
+        function: FunctionRef,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool,
+        node: ast.Call,
+        frame: Frame,
+    ) -> Value:
         """Run a helper along each of its paths (bounded) and return what it can return.
 
         Its forks stay inside: several constant results become one lazy Choice, so the
@@ -1861,7 +1877,9 @@ def _lightning_base(cls: ClassRef, depth: int = 0) -> Optional[str]:
     return None
 
 
-def _summary_key(function: FunctionRef, node: ast.AST, args: list[Value], keywords: dict[str, Value]) -> Optional[tuple]:
+def _summary_key(
+    function: FunctionRef, node: ast.AST, args: list[Value], keywords: dict[str, Value]
+) -> Optional[tuple]:
     parts: list[Any] = [id(function.node), id(node)]
     for value in [*args, *(keywords[k] for k in sorted(keywords))]:
         if isinstance(value, Const) and isinstance(value.value, (str, int, float, bool, type(None))):

@@ -222,7 +222,9 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         precision=precision,
         unknown_reason=unknown_reason,
         problems=tuple(problems),
-        world_size=count * config.num_nodes if count is not None and isinstance(config.num_nodes, int) else None,
+        world_size=count * config.num_nodes
+        if count is not None and isinstance(config.num_nodes, int)
+        else None,
     )
 
 

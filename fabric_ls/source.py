@@ -131,7 +131,9 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
                 repaired.add(line0)
         except (RecursionError, MemoryError):
             # No line number: the deepest expression is almost always on the longest line.
-            longest = max((n for n in range(len(work)) if n not in emptied), key=lambda n: len(work[n]), default=-1)
+            longest = max(
+                (n for n in range(len(work)) if n not in emptied), key=lambda n: len(work[n]), default=-1
+            )
             if longest < 0:
                 break
             work[longest] = _ending(work[longest])

@@ -37,7 +37,11 @@ model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "fabric_ls", "check", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "fabric_ls", "check", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

@@ -34,7 +34,9 @@ def test_module_on_the_environments_path(tmp_path: Path):
     python = venv / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     Path(purelib, "workspace_libs.pth").write_text(f"{tmp_path / 'libs'}\n")
     source = SCRIPT.format(module="shared_cfg")
@@ -54,7 +56,9 @@ def test_src_layout_package(tmp_path: Path):
     (package / "config.py").write_text('STRATEGY = "deepspeed_stage_3"\n')
     (tmp_path / "scripts").mkdir()
     script = str(tmp_path / "scripts" / "train.py")
-    analysis = analyze_source(SCRIPT.format(module="mypkg.config"), script, Settings(), Project([str(tmp_path)]))
+    analysis = analyze_source(
+        SCRIPT.format(module="mypkg.config"), script, Settings(), Project([str(tmp_path)])
+    )
     assert _codes(analysis) == [("FAB001", 7)]
 
 

@@ -377,7 +377,9 @@ def test_parameters_through_list_and_param_groups(tmp_path):
 
 
 def test_paths_the_script_refuses_do_not_make_a_finding_conditional(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         if not torch.cuda.is_available():
@@ -386,12 +388,15 @@ def test_paths_the_script_refuses_do_not_make_a_finding_conditional(tmp_path):
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 8, "error")]
 
 
 def test_a_choice_the_script_rejects_does_not_count(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import argparse, sys, torch
         from lightning.fabric import Fabric
         parser = argparse.ArgumentParser()
@@ -403,12 +408,15 @@ def test_a_choice_the_script_rejects_does_not_count(tmp_path):
         fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB001", 11, "error")]
 
 
 def test_dataclass_fields_given_at_construction(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         from dataclasses import dataclass
         from typing import Optional
         import torch
@@ -423,12 +431,15 @@ def test_dataclass_fields_given_at_construction(tmp_path):
             fabric.clip_gradients(model, optimizer, max_norm=train.max_norm)
         fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
         fabric.launch(main)
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_the_module_of_a_set_up_model_is_not_a_fabric_wrapper(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
@@ -436,12 +447,15 @@ def test_the_module_of_a_set_up_model_is_not_a_fabric_wrapper(tmp_path):
         player = Fabric(accelerator="cuda", devices=1)
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         copy = player.setup_module(model.module)
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_a_model_built_by_a_helper_inside_init_module_is_on_the_meta_device(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         def build():
@@ -453,12 +467,15 @@ def test_a_model_built_by_a_helper_inside_init_module_is_on_the_meta_device(tmp_
         optimizer = torch.optim.AdamW(model.parameters())
         model = fabric.setup_module(model)
         optimizer = fabric.setup_optimizers(optimizer)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB010", 11, "error")]
 
 
 def test_a_fabric_passed_to_unreadable_code_may_have_been_launched_and_set_up(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         from mypkg.build import build_and_setup, start
@@ -467,24 +484,30 @@ def test_a_fabric_passed_to_unreadable_code_may_have_been_launched_and_set_up(tm
         model, optimizer = build_and_setup(fabric)
         fabric.backward(model(torch.randn(2, 4)).sum())
         fabric.setup_module(torch.nn.Linear(4, 1))
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_world_size_is_known_before_launch(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
         if fabric.world_size > 1:
             fabric.launch()
         fabric.setup_module(torch.nn.Linear(4, 1))
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_outputs_without_gradients_have_no_backward_hook(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cpu", devices=1, precision="bf16-mixed")
@@ -495,12 +518,15 @@ def test_outputs_without_gradients_have_no_backward_hook(tmp_path):
         head(feats.float()).sum().backward()
         head(encoder(torch.randn(2, 4)).detach().float()).sum().backward()
         encoder(torch.randn(2, 4)).sum().backward()
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB016", 10, "error")]
 
 
 def test_load_state_dict_with_assign_materialises_meta_parameters(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
@@ -510,21 +536,27 @@ def test_load_state_dict_with_assign_materialises_meta_parameters(tmp_path):
         model.load_state_dict({"weight": torch.zeros(1, 4), "bias": torch.zeros(1)}, assign=True)
         optimizer = torch.optim.Adam(model.parameters())
         model, optimizer = fabric.setup(model, optimizer)
-    """)
+    """,
+    )
     assert codes(analysis) == []
 
 
 def test_collectives_and_checkpoints_need_launch_too(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
         fabric.barrier()
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB009", 3, "warning")]
 
 
 def test_fsdp_clip_gradients_needs_the_set_up_module(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
@@ -533,12 +565,15 @@ def test_fsdp_clip_gradients_needs_the_set_up_module(tmp_path):
         model = fabric.setup_module(model)
         optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
         fabric.clip_gradients(None, optimizer, max_norm=1.0)
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB023", 8, "error")]
 
 
 def test_a_function_that_only_reaches_fabric_through_a_class_is_an_entry_point(tmp_path):
-    analysis = check(tmp_path, """\
+    analysis = check(
+        tmp_path,
+        """\
         import torch
         from lightning.fabric import Fabric
         class Trainer:
@@ -550,5 +585,6 @@ def test_a_function_that_only_reaches_fabric_through_a_class_is_an_entry_point(t
                     model = torch.nn.Linear(4, 2)
         def run():
             Trainer().fit()
-    """)
+    """,
+    )
     assert codes(analysis) == [("FAB003", 8, "error")]
