@@ -1163,12 +1163,7 @@ class Run:
             return self.shared.summaries[key]
         if self.summarizing:
             # Inside another summary: one path is enough (nested summaries multiply).
-            saved = self.decisions
-            self.decisions = _NoForks()
-            try:
-                return self._call_function(function, args, keywords, opaque=opaque)
-            finally:
-                self.decisions = saved
+            return self._call_on_one_path(function, args, keywords, opaque)
         saved_decisions, saved_choices = self.decisions, self.bound_choices
         pending: deque[list[int]] = deque([[]])
         results: list[Value] = []
@@ -1291,13 +1286,19 @@ class Run:
                 self._call_function(init, [instance, *args], keywords, opaque=opaque)
             else:
                 # Nothing Fabric-related happens in it: one path is enough.
-                saved = self.decisions
-                self.decisions = _NoForks()
-                try:
-                    self._call_function(init, [instance, *args], keywords, opaque=opaque)
-                finally:
-                    self.decisions = saved
+                self._call_on_one_path(init, [instance, *args], keywords, opaque)
         return instance
+
+    def _call_on_one_path(
+        self, function: FunctionRef, args: list[Value], keywords: dict[str, Value], opaque: bool
+    ) -> Value:
+        """Call without forking: every decision inside takes its first option."""
+        saved = self.decisions
+        self.decisions = _NoForks()
+        try:
+            return self._call_function(function, args, keywords, opaque=opaque)
+        finally:
+            self.decisions = saved
 
     # ----- known externals ---------------------------------------------------------
 
