@@ -292,3 +292,18 @@ def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
     span = event.parsed.span(place.statement)
     text = _newline(event.parsed) + _indent(event.parsed, place.statement) + f"{name}.launch()"
     return _fix("FAB009", [TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)])
+
+
+def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB021: a misspelt registry name → the closest registered one."""
+    from difflib import get_close_matches
+
+    from fabric_ls.strategies import REGISTRY
+
+    for keyword in event.node.keywords:
+        value = keyword.value
+        if keyword.arg == "strategy" and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            matches = get_close_matches(value.value.lower(), [*REGISTRY, "auto"], n=1, cutoff=0.6)
+            if matches:
+                return _fix("FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))])
+    return None

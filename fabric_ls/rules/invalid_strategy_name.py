@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from fabric_ls.events import CallEvent, Violation
+from fabric_ls.fixes import closest_strategy_name_fix
 from fabric_ls.rules.common import Case, constructor_problem
 
 RULE = "FAB021"
@@ -12,7 +13,10 @@ METHODS = ("Fabric",)
 
 
 def check(event: CallEvent) -> Optional[Violation]:
-    return constructor_problem(event, RULE)
+    violation = constructor_problem(event, RULE)
+    if violation is not None:
+        violation.fix = closest_strategy_name_fix(event)
+    return violation
 
 
 VALID = [
@@ -25,8 +29,12 @@ INVALID = [
     Case(
         """from lightning.fabric import Fabric
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_4")
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stag_3")
 """,
         3,
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
+""",
     ),
 ]

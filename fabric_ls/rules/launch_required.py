@@ -10,7 +10,8 @@ from typing import Optional
 
 from fabric_ls.events import CallEvent, Violation
 from fabric_ls.rules.common import Case
-from fabric_ls.strategies import is_single_process
+from fabric_ls.fixes import insert_launch_fix
+from fabric_ls.strategies import is_single_process, uses_spawn_launcher
 
 RULE = "FAB009"
 METHODS = (
@@ -36,7 +37,8 @@ def check(event: CallEvent) -> Optional[Violation]:
     # Launched somewhere we cannot see, or assumed to run under `fabric run` (which launches).
     if event.fabric.escaped or strategy.assumed:
         return None
-    return Violation(event.node, {"method": event.method})
+    fix = None if uses_spawn_launcher(strategy.class_name, strategy.start_method) else insert_launch_fix(event)
+    return Violation(event.node, {"method": event.method}, fix)
 
 
 VALID = [
@@ -63,5 +65,12 @@ fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
 model = fabric.setup(torch.nn.Linear(4, 2))
 """,
         5,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch()
+model = fabric.setup(torch.nn.Linear(4, 2))
+""",
     ),
 ]
