@@ -305,5 +305,7 @@ def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
         if keyword.arg == "strategy" and isinstance(value, ast.Constant) and isinstance(value.value, str):
             matches = get_close_matches(value.value.lower(), [*REGISTRY, "auto"], n=1, cutoff=0.6)
             if matches:
-                return _fix("FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))])
+                return _fix(
+                    "FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))]
+                )
     return None

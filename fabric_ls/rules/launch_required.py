@@ -37,7 +37,9 @@ def check(event: CallEvent) -> Optional[Violation]:
     # Launched somewhere we cannot see, or assumed to run under `fabric run` (which launches).
     if event.fabric.escaped or strategy.assumed:
         return None
-    fix = None if uses_spawn_launcher(strategy.class_name, strategy.start_method) else insert_launch_fix(event)
+    fix = (
+        None if uses_spawn_launcher(strategy.class_name, strategy.start_method) else insert_launch_fix(event)
+    )
     return Violation(event.node, {"method": event.method}, fix)
 
 
