@@ -211,9 +211,45 @@ def _has_unexplored(trie: _Trie) -> bool:
     return any(_has_unexplored(child) for child in trie.children.values())
 
 
+def simplify(paths: list[list[tuple[Decision, int]]]) -> list[list[tuple[Decision, int]]]:
+    """Merge cases that differ only in one decision whose every option is present.
+
+    ``A and S=1 and Q`` or ``A and S=2 and Q`` (S has two options) becomes ``A and Q``.
+    """
+    # The trie keeps one Decision object per fork; only (key, chosen option) identifies a case.
+    decisions = {decision.key: decision for path in paths for decision, _ in path}
+    order = {key: n for n, key in enumerate(decisions)}
+    terms: list[dict[str, int]] = []
+    for path in paths:
+        term = {decision.key: index for decision, index in path}
+        if term not in terms:
+            terms.append(term)
+    changed = True
+    while changed:
+        changed = False
+        for term in terms:
+            for key in term:
+                rest = {k: v for k, v in term.items() if k != key}
+                siblings = [t for t in terms if key in t and {k: v for k, v in t.items() if k != key} == rest]
+                if len({t[key] for t in siblings}) == decisions[key].count:
+                    terms = [t for t in terms if t not in siblings]
+                    if rest not in terms:
+                        terms.append(rest)
+                    changed = True
+                    break
+            if changed:
+                break
+    # A case that contains another case adds nothing.
+    terms = [t for t in terms if not any(o is not t and o.items() <= t.items() for o in terms)]
+    return [[(decisions[k], t[k]) for k in sorted(t, key=order.__getitem__)] for t in terms]
+
+
 def describe(paths: list[list[tuple[Decision, int]]]) -> Optional[str]:
     """Human text for a cover: None when unconditional."""
     if paths == [[]] or not paths:
+        return None
+    paths = simplify(paths)
+    if paths == [[]]:
         return None
     parts = []
     for path in paths[:4]:
