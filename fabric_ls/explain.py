@@ -17,6 +17,9 @@ from fabric_ls.strategies import PARENT, REGISTRY
 # Looks a rule code up in the records; returns an object with the Record attributes, or None.
 RecordLookup = Callable[[str], Optional[Any]]
 
+PORTABILITY_PENDING = "Strategy portability is being computed: hover again in a moment."
+PORTABILITY_STALE = "Strategy portability as of an earlier version of this file; updating."
+
 EXPLAINED_METHODS = (
     "setup",
     "setup_module",
@@ -433,7 +436,9 @@ def finding_markdown(finding: Finding, record: Optional[Any]) -> str:
 
 
 def fabric_site_markdown(
-    site: FabricSite, portability: Optional[Mapping[str, Sequence[Finding]]] = None
+    site: FabricSite,
+    portability: Optional[Mapping[str, Sequence[Finding]]] = None,
+    portability_note: Optional[str] = None,
 ) -> str:
     """Hover for ``Fabric(...)``: candidates and where they came from, the order each needs, portability."""
     lines = [f"**Fabric strategy:** `{site.label}`", ""]
@@ -453,6 +458,8 @@ def fabric_site_markdown(
     table = portability_markdown(portability or {}, site.path)
     if table:
         lines += ["", table]
+    if portability_note:
+        lines += ["", f"_{portability_note}_"]
     return "\n".join(lines)
 
 
@@ -518,6 +525,7 @@ def hover_markdown(
     record_for: RecordLookup,
     portability: Optional[Mapping[str, Sequence[Finding]]] = None,
     findings: Optional[Sequence[Finding]] = None,
+    portability_note: Optional[str] = None,
 ) -> Optional[tuple[str, Span]]:
     """The hover at (line, column), and the span it is about; None when nothing Fabric-related is there.
 
@@ -528,7 +536,7 @@ def hover_markdown(
     site = fabric_site_at(analysis, line, column)
     call = call_site_at(analysis, line, column)
     if site is not None and (call is None or _size(site.span) <= _size(call.span)):
-        sections.append(fabric_site_markdown(site, portability))
+        sections.append(fabric_site_markdown(site, portability, portability_note))
         span = site.span
     elif call is not None and call.method in EXPLAINED_METHODS:
         sections.append(call_site_markdown(call, site_for_call(analysis, call)))

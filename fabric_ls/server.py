@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
+import itertools
 import logging
 import os
 import queue
@@ -33,6 +35,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from fabric_ls import __version__, engine, explain, lsp_convert, workspace_config
 from fabric_ls.model import Analysis, Finding
 from fabric_ls.settings import Settings
+from fabric_ls.strategies import MATRIX_NAMES
 
 logger = logging.getLogger("fabric_ls.server")
 
@@ -46,6 +49,8 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 # Test hook: seconds to sleep in every real analysis, to make cancellation and coalescing observable.
 DELAY_VARIABLE = "FABRIC_LS_TEST_ANALYSIS_DELAY"
 CONFIG_TIMEOUT = 3.0
+# Worker job priorities: lower runs first.
+STOP, FOREGROUND, BACKGROUND = -1, 0, 1
 
 
 def _normal(path: str) -> str:
@@ -181,16 +186,19 @@ class AnalysisWorker:
         self.record_for = record_for
         self.encoding: str = types.PositionEncodingKind.Utf16
         self.delay = float(os.environ.get(DELAY_VARIABLE) or 0)
-        self._jobs: queue.SimpleQueue[Optional[tuple[Future, Callable[..., Any], tuple[Any, ...]]]] = (
-            queue.SimpleQueue()
-        )
+        # (priority, sequence, job); a None job stops the thread.
+        self._jobs: queue.PriorityQueue[tuple[int, int, Any]] = queue.PriorityQueue()
+        self._sequence = itertools.count()
         self._thread: Optional[threading.Thread] = None
         self._lock = threading.Lock()
         self._documents: dict[str, DocumentState] = {}
         self._disk_changes: list[str] = []
         # Owned by the worker thread.
         self._outcomes: dict[str, Outcome] = {}
-        self._portability: dict[str, tuple[tuple[Any, ...], dict[str, list[Finding]]]] = {}
+        self._portability_done: dict[str, tuple[tuple[Any, ...], dict[str, list[Finding]]]] = {}
+        self._portability_requested: dict[str, tuple[Any, ...]] = {}
+        self._portability_partial: dict[str, tuple[tuple[Any, ...], dict[str, list[Finding]]]] = {}
+        self._sliced_portability = "strategies" in inspect.signature(engine.portability).parameters
         self._projects: dict[tuple[str, str], _ProjectState] = {}
         self._file_lines: dict[str, tuple[tuple[int, int], list[str]]] = {}
         self._converter = get_converter()
@@ -213,12 +221,13 @@ class AnalysisWorker:
             self._thread.start()
 
     def stop(self) -> None:
-        self._jobs.put(None)
+        self._jobs.put((STOP, next(self._sequence), None))
 
-    def submit(self, function: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, function: Callable[..., Any], *args: Any, priority: int = FOREGROUND) -> Future:
+        """Run ``function(*args)`` on the worker; background jobs wait for every foreground one."""
         future: Future = Future()
         self.start()
-        self._jobs.put((future, function, args))
+        self._jobs.put((priority, next(self._sequence), (future, function, args)))
         return future
 
     def set_document(self, state: DocumentState) -> None:
@@ -228,6 +237,8 @@ class AnalysisWorker:
     def remove_document(self, uri: str) -> None:
         with self._lock:
             self._documents.pop(uri, None)
+            self._portability_done.pop(uri, None)
+            self._portability_requested.pop(uri, None)
 
     def document(self, uri: str) -> Optional[DocumentState]:
         with self._lock:
@@ -241,17 +252,47 @@ class AnalysisWorker:
         with self._lock:
             self._disk_changes.append(path)
 
+    def forget_outcomes(self) -> None:
+        """(Worker side: ``submit`` it.) Drop every cached analysis: a module appeared or vanished, and
+        an analysis that found no module records no dependency that would invalidate it."""
+        self._outcomes.clear()
+
     def outcome(self, uri: str) -> Future:
         return self.submit(self._analyse, uri)
 
-    def portability(self, uri: str) -> Future:
-        return self.submit(self._portability_of, uri)
+    def portability_now(self, uri: str) -> Optional[tuple[bool, dict[str, list[Finding]]]]:
+        """The last portability map computed for ``uri`` and whether it is for the current version.
+
+        Computing it costs one analysis per strategy, so it runs in the background: call
+        ``request_portability`` and ask again.
+        """
+        document = self.document(uri)
+        with self._lock:
+            known = self._portability_done.get(uri)
+        if document is None or known is None:
+            return None
+        return known[0] == document.key, known[1]
+
+    def request_portability(self, uri: str) -> None:
+        document = self.document(uri)
+        if document is None:
+            return
+        with self._lock:
+            if self._portability_requested.get(uri) == document.key:
+                return
+            self._portability_requested[uri] = document.key
+        if self._sliced_portability:
+            # One strategy per job, so an edit waits for one analysis at most.
+            for name in MATRIX_NAMES:
+                self.submit(self._portability_slice, uri, document.key, name, priority=BACKGROUND)
+        else:
+            self.submit(self._portability_slice, uri, document.key, None, priority=BACKGROUND)
 
     # -- worker side -----------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             try:
-                job = self._jobs.get(timeout=self.garbage.idle_timeout())
+                _, _, job = self._jobs.get(timeout=self.garbage.idle_timeout())
             except queue.Empty:
                 self.garbage.collect()
                 continue
@@ -302,7 +343,9 @@ class AnalysisWorker:
             for uri, outcome in list(self._outcomes.items()):
                 if outcome.dependencies & changed:
                     del self._outcomes[uri]
-                    self._portability.pop(uri, None)
+                    with self._lock:
+                        self._portability_requested.pop(uri, None)
+                        self._portability_done.pop(uri, None)
             for path in changed:
                 self._file_lines.pop(path, None)
         return state
@@ -335,22 +378,30 @@ class AnalysisWorker:
         self._outcomes[uri] = outcome
         return outcome
 
-    def _portability_of(self, uri: str) -> dict[str, list[Finding]]:
+    def _portability_slice(self, uri: str, key: tuple[Any, ...], name: Optional[str]) -> None:
         document = self.document(uri)
-        if document is None:
-            return {}
+        if document is None or document.key != key:
+            return  # superseded: a newer request (if any) computes the current version
         state = self._sync(document.project_key)
-        cached = self._portability.get(uri)
-        if cached is not None and cached[0] == document.key:
-            return cached[1]
+        partial = self._portability_partial.get(uri)
+        if partial is None or partial[0] != key:
+            partial = (key, {})
+            self._portability_partial[uri] = partial
         try:
-            result = engine.portability(document.source, document.path, document.settings, state.project)
+            if name is None:
+                result = engine.portability(document.source, document.path, document.settings, state.project)
+            else:
+                result = engine.portability(  # type: ignore[call-arg]
+                    document.source, document.path, document.settings, state.project, strategies=[name]
+                )
         except Exception:
             logger.exception("portability of %s failed", document.path)
             result = {}
-        self.stats["portability_runs"] += 1
-        self._portability[uri] = (document.key, result)
-        return result
+        partial[1].update(result)
+        if name is None or all(strategy in partial[1] for strategy in MATRIX_NAMES):
+            self.stats["portability_runs"] += 1
+            with self._lock:
+                self._portability_done[uri] = (key, dict(partial[1]))
 
     def _lines_of(self, path: str) -> Optional[list[str]]:
         """Another file's lines, for related information: the open buffer, else the file on disk."""
@@ -453,6 +504,19 @@ class FabricProtocol(LanguageServerProtocol):
                 self._send_response(data["id"], error=error.to_response_error())
                 return _Rejected()
             raise
+
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Any:
+        """pygls' shutdown, cancelling what is pending over a copy of the request table: a
+        cancelled future's callbacks may remove entries while it is being walked."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current_id = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current_id and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
@@ -928,6 +992,7 @@ def on_did_change_watched_files(ls: FabricLanguageServer, params: types.DidChang
         return
     if structural:
         # A created or deleted module can change what any import resolves to.
+        ls.worker.submit(ls.worker.forget_outcomes)
         targets = [document.uri for document in ls.worker.documents()]
     else:
         targets = ls.dependents_of(changed)
@@ -979,12 +1044,18 @@ async def on_hover(ls: FabricLanguageServer, params: types.HoverParams) -> Optio
     lines = outcome.document.lines
     line, column = lsp_convert.position_from_client(lines, params.position, ls.encoding)
     portability = None
+    note = None
     if explain.fabric_site_at(outcome.analysis, line, column) is not None:
-        portability = await asyncio.wrap_future(ls.worker.portability(uri))
-        if ls.document(uri) is None or ls.document(uri).key != outcome.document.key:
-            return None  # the document changed while we waited; the client will ask again
+        known = ls.worker.portability_now(uri)
+        if known is None or not known[0]:
+            ls.worker.request_portability(uri)
+        if known is None:
+            note = explain.PORTABILITY_PENDING
+        else:
+            portability = known[1]
+            note = None if known[0] else explain.PORTABILITY_STALE
     found = explain.hover_markdown(
-        outcome.analysis, line, column, ls.record_for, portability, outcome.findings
+        outcome.analysis, line, column, ls.record_for, portability, outcome.findings, note
     )
     if found is None:
         return None

@@ -135,17 +135,23 @@ async def test_a_broken_pyproject_is_reported(bare_client: LanguageClient, tmp_p
     )
 
 
-async def test_python_setting_is_resolved_against_the_workspace(
+async def test_python_setting_is_resolved_against_the_workspace_and_a_missing_one_is_reported(
     bare_client: LanguageClient, tmp_path: pathlib.Path
 ) -> None:
     copy_scripts(tmp_path, "deepspeed_separate_setup.py")
     session = await _start(bare_client, tmp_path, {"python": ".venv/bin/python"})
-    session.open(tmp_path / "deepspeed_separate_setup.py")
+    uri = session.open(tmp_path / "deepspeed_separate_setup.py")
 
     [document] = (await session.status())["documents"]
 
     assert document["python"] == os.path.join(str(tmp_path), ".venv", "bin", "python")
     assert document["projectRoot"] == str(tmp_path)
+    # There is no such interpreter: the user is told, and the server's own Python is used.
+    assert _fab001(await session.diagnostics(uri))
+    await eventually(
+        lambda: _async_value(bare_client.messages),
+        lambda messages: any("cannot use the Python environment" in m.message for m in messages),
+    )
 
 
 async def _async_value(value):  # type: ignore[no-untyped-def]
