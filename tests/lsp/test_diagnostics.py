@@ -15,7 +15,17 @@ from fabric_ls.settings import Settings
 # What each example script must get, by file name. Scripts not listed are still checked
 # against the engine (below), so a new example is covered as soon as it exists.
 EXPECTED_CODES = {
+    "cli_strategy.py": ["FAB001"],  # only for some --strategy choices: a warning
+    "correct_fsdp.py": [],
     "deepspeed_separate_setup.py": ["FAB001"],
+    "fsdp_meta_optimizer.py": ["FAB002"],
+    "loss_backward.py": ["FAB016"],
+    "set_up_twice.py": ["FAB007"],
+    "spawn_without_function.py": ["FAB006"],
+    "zero3_empty_init.py": ["FAB003"],
+    # multi_module/: the strategy and the ZeRO stage come from config.py.
+    "config.py": [],
+    "trainer.py": ["FAB001", "FAB003"],
 }
 
 
@@ -145,10 +155,10 @@ async def test_syntax_error_does_not_break_the_server(session: Session, tmp_path
 
 
 def _examples() -> list[pathlib.Path]:
-    return sorted(EXAMPLES.glob("*.py")) if EXAMPLES.is_dir() else []
+    return sorted(EXAMPLES.rglob("*.py")) if EXAMPLES.is_dir() else []
 
 
-@pytest.mark.parametrize("example", _examples(), ids=lambda path: path.name)
+@pytest.mark.parametrize("example", _examples(), ids=lambda path: str(path.relative_to(EXAMPLES)))
 async def test_example_scripts_get_exactly_the_engines_findings(
     session: Session, example: pathlib.Path
 ) -> None:
@@ -167,6 +177,8 @@ async def test_example_scripts_get_exactly_the_engines_findings(
     assert sorted((d.code, d.range.start.line) for d in diagnostics) == expected
     if example.name in EXPECTED_CODES:
         assert sorted({str(d.code) for d in diagnostics}) == EXPECTED_CODES[example.name]
+    if example.name == "cli_strategy.py":
+        assert {d.severity for d in diagnostics} == {types.DiagnosticSeverity.Warning}
 
 
 async def test_example_scripts_exist() -> None:
