@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pathlib
 from concurrent.futures import Future
 
@@ -103,3 +104,34 @@ async def test_a_single_file_without_a_workspace(bare_client: LanguageClient, tm
     assert [d.code for d in await session.diagnostics(uri)] == ["FAB001"]
     [document] = (await session.status())["documents"]
     assert document["projectRoot"] == str(tmp_path)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as handle:
+            found.extend(int(child) for child in handle.read().split())
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+async def test_no_process_is_left_behind_when_the_client_goes_away(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    copy_scripts(tmp_path, "deepspeed_separate_setup.py")
+    uri = session.open(tmp_path / "deepspeed_separate_setup.py")
+    await session.diagnostics(uri)  # jedi has started its helper process by now
+    server = session.client._server  # type: ignore[attr-defined]
+    helpers = _children(server.pid)
+
+    # The editor crashes: no shutdown, no exit, just the end of the pipe.
+    server.stdin.close()
+
+    assert await asyncio.wait_for(server.wait(), 20) == 0
+    for helper in helpers:
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{helper}") or open(f"/proc/{helper}/stat").read().split()[2] == "Z":
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"helper process {helper} outlived the server")
