@@ -30,9 +30,9 @@ from lsprotocol.converters import get_converter
 from pygls.exceptions import JsonRpcException
 from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import lsp_method
 
-from fabric_ls import __version__, engine, explain, lsp_convert, workspace_config
+from fabric_ls import __version__, engine, explain, lsp_convert, lsp_protocol, workspace_config
 from fabric_ls.model import Analysis, Finding
 from fabric_ls.settings import Settings
 from fabric_ls.strategies import MATRIX_NAMES
@@ -491,7 +491,7 @@ class _Rejected:
     jsonrpc = None
 
 
-class FabricProtocol(LanguageServerProtocol):
+class FabricProtocol(lsp_protocol.HardenedProtocol):
     """pygls' protocol with two repairs: invalid params get an error response, and capabilities
     follow what the client can use (pull diagnostics only for clients that pull)."""
 
@@ -594,6 +594,10 @@ class FabricLanguageServer(LanguageServer):
 
     def document(self, uri: str) -> Optional[DocumentState]:
         return self.worker.document(uri)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # A message the client sent that cannot be read gets its JSON-RPC answer, not a pop-up.
+        lsp_protocol.report_server_error(self, error, source, super().report_server_error)
 
     def tell(self, message: str, level: types.MessageType = types.MessageType.Warning) -> None:
         """Show a message and log it too (messages disappear; the log stays)."""
