@@ -61,15 +61,21 @@ def analyze_file(
 
 
 def portability(
-    source: str, path: str, settings: Settings = DEFAULT_SETTINGS, project: Optional[Project] = None
+    source: str,
+    path: str,
+    settings: Settings = DEFAULT_SETTINGS,
+    project: Optional[Project] = None,
+    strategies: Optional[Iterable[str]] = None,
 ) -> dict[str, list[Finding]]:
-    """For each registry strategy, the findings the script would get if it were chosen."""
+    """For each registry strategy (or those given), the findings the script would get if it were chosen.
+
+    Launch and hardware rules (FAB009, FAB018, FAB019) are left out: choosing another strategy
+    comes with its own launcher and machine.
+    """
     result: dict[str, list[Finding]] = {}
-    for name in MATRIX_NAMES:
+    for name in strategies if strategies is not None else MATRIX_NAMES:
         analysis = _analyze(source, path, settings, project, name, force=True)
-        result[name] = [
-            f for f in analysis.findings if f.code != "FAB009" and f.code not in ("FAB018", "FAB019")
-        ]
+        result[name] = [f for f in analysis.findings if f.code not in ("FAB009", "FAB018", "FAB019")]
     return result
 
 
