@@ -1914,12 +1914,9 @@ def _tracked(value: Value) -> bool:
     )
 
 
-_INTERESTING: dict[int, frozenset[str]] = {}
-
-
 def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
     """Names read by Fabric API calls and constructors anywhere in the module."""
-    cached = _INTERESTING.get(id(parsed.tree))
+    cached = parsed.interesting_names
     if cached is not None:
         return cached
     names: set[str] = set()
@@ -1939,9 +1936,8 @@ def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
                         if isinstance(sub, ast.Name):
                             names.add(sub.id)
     result = frozenset(names)
-    if len(_INTERESTING) > 256:
-        _INTERESTING.clear()
-    _INTERESTING[id(parsed.tree)] = result
+    # Kept on the parsed file itself: an id()-keyed cache would hand a new tree an old answer.
+    parsed.interesting_names = result
     return result
 
 

@@ -67,7 +67,12 @@ class JediLocator:
                 import jedi
 
                 code = f"import {dotted}\n"
-                script = jedi.Script(code, path=from_path, project=_project(self.root, self.python))
+                # Without a chosen interpreter, jedi reads this process's own environment in-process:
+                # no helper subprocess (which dies under load with "Ran out of input").
+                environment = None if self.python else jedi.InterpreterEnvironment()
+                script = jedi.Script(
+                    code, path=from_path, project=_project(self.root, self.python), environment=environment
+                )
                 names = script.goto(1, len(code) - 2, follow_imports=True)
                 for name in names:
                     if name.module_path is not None:

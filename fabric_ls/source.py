@@ -44,6 +44,8 @@ class ParsedSource:
     syntax_error: Optional[str] = None
     # Lines (0-based) replaced to make the rest parse.
     repaired_lines: set[int] = field(default_factory=set)
+    # Names read by Fabric calls anywhere in the file (computed once by the interpreter).
+    interesting_names: Optional[frozenset[str]] = None
 
     def col(self, line0: int, byte_col: int) -> int:
         """Convert an ``ast`` byte column on line ``line0`` to a code-point column."""
