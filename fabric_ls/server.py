@@ -505,19 +505,6 @@ class FabricProtocol(lsp_protocol.HardenedProtocol):
                 return _Rejected()
             raise
 
-    @lsp_method(types.SHUTDOWN)
-    def lsp_shutdown(self, *args: Any) -> Any:
-        """pygls' shutdown, cancelling what is pending over a copy of the request table: a
-        cancelled future's callbacks may remove entries while it is being walked."""
-        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
-            yield user_handler, args, None
-        current_id = self.msg_id
-        for msg_id, future in list(self._request_futures.items()):
-            if msg_id != current_id and not future.done():
-                future.cancel()
-        self._shutdown = True
-        return None
-
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Any:
         result = yield from super().lsp_initialize(params)

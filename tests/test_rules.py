@@ -44,3 +44,9 @@ def test_each_rule_is_checked_on_exactly_the_calls_it_declares():
     for module in ALL_RULES:
         checked_on = {method for method, order in CHECK_ORDER.items() if module.RULE in order}
         assert checked_on == set(module.METHODS), module.RULE
+
+
+def test_variant_messages_quote_lightning_from_the_record(tmp_path):
+    case = next(m for m in ALL_RULES if m.RULE == "FAB015").INVALID[1]
+    (finding,) = analyze_source(case.source, str(tmp_path / "train.py")).findings
+    assert "`setup_optimizers` requires at least one optimizer as input." in finding.message

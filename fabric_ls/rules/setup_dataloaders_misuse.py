@@ -21,7 +21,7 @@ def check(event: CallEvent) -> Optional[Violation]:
             return None
         # fabric.py:1232 raises the optimizer twin of this check.
         return Violation(
-            event.node, {"problem": "`setup_optimizers` requires at least one optimizer as input."}
+            event.node, {"problem": lightning_sentence(RULE, "requires at least one optimizer")}
         )
     if not event.args:
         return Violation(event.node, {"problem": lightning_sentence(RULE, "requires at least one")})
@@ -48,6 +48,15 @@ loader = fabric.setup_dataloaders(DataLoader(list(range(8)), batch_size=2))
 loader = fabric.setup_dataloaders(loader)
 """,
         6,
+        profile="cpu",
+    ),
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=1)
+optimizers = fabric.setup_optimizers()
+""",
+        4,
         profile="cpu",
     ),
 ]
