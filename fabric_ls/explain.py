@@ -7,8 +7,10 @@ lightning 2.6.6 (``fabric.py``, ``strategies/*.py``; see /work/shared/FABRIC_RUL
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from fabric_ls.model import Analysis, CallSite, FabricSite, Finding, Origin, Span, StrategyCandidate
@@ -39,231 +41,25 @@ class StrategyGuide:
     calls: Mapping[str, str] = field(default_factory=dict)
 
 
-_COMMON_ORDER = (
-    "`fabric = Fabric(...)`",
-    "`fabric.launch()` (or start the script with `fabric run`)",
-    "create the model (optionally under `with fabric.init_module():`)",
-    "create the optimizer from `model.parameters()`",
-    "`model, optimizer = fabric.setup(model, optimizer)`",
-    "`dataloader = fabric.setup_dataloaders(dataloader)`",
-    "in the loop: `fabric.backward(loss)`, then `optimizer.step()`",
-)
+def _load_guides() -> tuple[dict[str, StrategyGuide], dict[str, str]]:
+    """The per-strategy text is data (fabric_ls/knowledge/strategies.json), like the rule records."""
+    text = (
+        resources.files("fabric_ls")
+        .joinpath("knowledge")
+        .joinpath("strategies.json")
+        .read_text(encoding="utf-8")
+    )
+    data = json.loads(text)
+    guides = {
+        name: StrategyGuide(order=tuple(entry["order"]), calls=dict(entry["calls"]))
+        for name, entry in data["strategies"].items()
+    }
+    return guides, dict(data["variants"])
 
-_SEPARATE_SETUP_ORDER = (
-    "`fabric = Fabric(...)`",
-    "`fabric.launch()` (or start the script with `fabric run`)",
-    "create the model (for a large model under `with fabric.init_module(empty_init=True):`)",
-    "`model = fabric.setup_module(model)`",
-    "create the optimizer from the set-up model's parameters",
-    "`optimizer = fabric.setup_optimizers(optimizer)`",
-    "`dataloader = fabric.setup_dataloaders(dataloader)`",
-    "in the loop: `fabric.backward(loss)`, then `optimizer.step()`",
-)
 
-GUIDES: dict[str, StrategyGuide] = {
-    "Strategy": StrategyGuide(
-        order=_COMMON_ORDER,
-        calls={
-            "Fabric": "Chooses the accelerator, strategy and precision. Nothing is launched yet.",
-            "setup": (
-                "Converts the model to the precision's dtype, moves it to the device, then lets the strategy "
-                "wrap the model and optimizers together (`setup_module_and_optimizers`)."
-            ),
-            "setup_module": (
-                "Converts and moves the model, then lets the strategy wrap it alone; optimizers are set up "
-                "afterwards with `setup_optimizers`."
-            ),
-            "setup_optimizers": (
-                "Wraps each optimizer so that `step()` runs through the strategy and precision plugin."
-            ),
-            "setup_dataloaders": (
-                "Puts a `DistributedSampler` in when several processes run (unless "
-                "`use_distributed_sampler=False`), seeds the workers and moves batches to the device."
-            ),
-            "init_module": (
-                "Context manager: parameters are created on the target device with the precision's dtype; "
-                "`empty_init=True` skips their initialisation."
-            ),
-            "launch": "Creates the processes the strategy needs.",
-            "backward": (
-                "Runs the backward pass through the strategy and precision plugin (loss scaling and so on)."
-            ),
-        },
-    ),
-    "SingleDeviceStrategy": StrategyGuide(
-        order=_COMMON_ORDER,
-        calls={
-            "setup": (
-                "Moves the model to the one device and wraps it in `_FabricModule`; no distributed wrapper."
-            ),
-            "launch": (
-                "Nothing to launch: one process on one device. `launch()` only marks Fabric as launched."
-            ),
-        },
-    ),
-    "DataParallelStrategy": StrategyGuide(
-        order=_COMMON_ORDER,
-        calls={
-            "setup": (
-                "Wraps the model in `torch.nn.DataParallel` (one process, several GPUs). With "
-                '`accelerator="cpu"` Lightning swaps `dp` for `ddp`.'
-            ),
-            "launch": "Nothing to launch: DataParallel runs in one process.",
-        },
-    ),
-    "DDPStrategy": StrategyGuide(
-        order=_COMMON_ORDER,
-        calls={
-            "setup": (
-                "Moves the model to this process's device and wraps it in `DistributedDataParallel`; "
-                "optimizers are wrapped as they are."
-            ),
-            "setup_module": (
-                "Wraps the model in `DistributedDataParallel`; set the optimizers up with `setup_optimizers`."
-            ),
-            "setup_dataloaders": (
-                "Puts a `DistributedSampler` in so that each process sees its own shard of the data."
-            ),
-            "init_module": (
-                "Creates the parameters on this process's device; `empty_init=True` leaves them uninitialised"
-                " (they are not on the meta device)."
-            ),
-            "launch": (
-                "Starts the other processes by re-running this script (subprocess launcher): `launch()` needs"
-                " no function, and must come before any setup call."
-            ),
-            "backward": "Runs the backward pass; DDP all-reduces the gradients during it.",
-        },
-    ),
-    "DeepSpeedStrategy": StrategyGuide(
-        order=(
-            "`fabric = Fabric(...)`",
-            "`fabric.launch()` (or start the script with `fabric run`)",
-            "create the model (with ZeRO-3 under `with fabric.init_module():`)",
-            "create exactly one optimizer",
-            "`model, optimizer = fabric.setup(model, optimizer)`: model and optimizer together",
-            "`dataloader = fabric.setup_dataloaders(dataloader)`",
-            "in the loop: `fabric.backward(loss)` (pass `model=` when several models are set up)",
-        ),
-        calls={
-            "setup": (
-                "Builds the DeepSpeed engine (`deepspeed.initialize`) from the model and exactly one "
-                "optimizer, which must be passed together."
-            ),
-            "setup_module": (
-                "Builds a DeepSpeed engine for the model alone, for inference: no optimizer can be added to "
-                "it afterwards."
-            ),
-            "setup_optimizers": (
-                "Not supported: raises RuntimeError. DeepSpeed needs the model and optimizer set up together "
-                "with `fabric.setup(model, optimizer)`."
-            ),
-            "init_module": (
-                "Parameters are created on the device; ZeRO stages below 3 do not partition them at creation."
-            ),
-            "launch": (
-                "Starts the other processes by re-running this script (subprocess launcher). DeepSpeed runs "
-                "on CUDA GPUs only."
-            ),
-            "backward": (
-                "Calls the DeepSpeed engine's backward. With more than one model set up, "
-                "`fabric.backward(loss, model=model)` must name the model."
-            ),
-        },
-    ),
-    "FSDPStrategy": StrategyGuide(
-        order=_SEPARATE_SETUP_ORDER,
-        calls={
-            "setup": (
-                "Wraps the model in `FullyShardedDataParallel` (`use_orig_params=True`, so an optimizer made "
-                "before still points at the parameters). Fails if the optimizer points at meta-device "
-                "parameters."
-            ),
-            "setup_module": (
-                "Materialises meta-device parameters and shards the model with `FullyShardedDataParallel`. "
-                "Create the optimizer after this, from the set-up model's parameters."
-            ),
-            "setup_optimizers": (
-                "Wraps the optimizers; they must reference the sharded parameters, so create them after "
-                "`setup_module`."
-            ),
-            "init_module": (
-                "`empty_init=True` creates the parameters on the meta device; setup materialises and shards "
-                "them. Without it the parameters are created on the CPU."
-            ),
-            "launch": (
-                "Starts the other processes by re-running this script (subprocess launcher). FSDP needs GPUs."
-            ),
-            "backward": (
-                "Runs the backward pass through FSDP's precision plugin: `fabric.backward(loss)` is required,"
-                " `loss.backward()` raises."
-            ),
-        },
-    ),
-    "ModelParallelStrategy": StrategyGuide(
-        order=_SEPARATE_SETUP_ORDER,
-        calls={
-            "setup_module": "Applies your parallelize function to the model (tensor and data parallelism).",
-            "init_module": "`empty_init=True` creates the parameters on the meta device.",
-        },
-    ),
-    "XLAStrategy": StrategyGuide(
-        order=(
-            "`fabric = Fabric(...)`",
-            "`fabric.launch(train)`; everything below runs inside `def train(fabric):`",
-            "create the model",
-            "create the optimizer",
-            "`model, optimizer = fabric.setup(model, optimizer)`: model and optimizer together",
-            "`dataloader = fabric.setup_dataloaders(dataloader)`",
-            "in the loop: `fabric.backward(loss)`, then `optimizer.step()`",
-        ),
-        calls={
-            "setup": "Moves the model to the XLA device and wraps model and optimizers together.",
-            "setup_optimizers": (
-                "Not supported: raises RuntimeError. XLA needs the model and optimizer set up together with "
-                "`fabric.setup(model, optimizer)`."
-            ),
-            "setup_dataloaders": "Wraps the loader in an XLA parallel loader; batches are moved by XLA.",
-            "launch": (
-                "Spawns one process per TPU core that runs only the function given: `fabric.launch(train)` is"
-                " required."
-            ),
-        },
-    ),
-    "XLAFSDPStrategy": StrategyGuide(
-        order=(
-            "`fabric = Fabric(...)`",
-            "`fabric.launch(train)`; everything below runs inside `def train(fabric):`",
-            "create the model",
-            "`model = fabric.setup_module(model)`",
-            "create the optimizer from the set-up model's parameters",
-            "`optimizer = fabric.setup_optimizers(optimizer)`",
-            "`dataloader = fabric.setup_dataloaders(dataloader)`",
-            "in the loop: `fabric.backward(loss)`, then `optimizer.step()`",
-        ),
-        calls={
-            "setup": (
-                "With optimizers: not supported (NotImplementedError). Set the model up alone with "
-                "`setup_module`, then create and set up the optimizer."
-            ),
-            "setup_module": "Wraps and shards the model with XLA's FSDP. Create the optimizer afterwards.",
-            "setup_optimizers": "Wraps the optimizers; they must reference the sharded parameters.",
-            "launch": (
-                "Spawns one process per TPU core that runs only the function given: `fabric.launch(train)` is"
-                " required."
-            ),
-        },
-    ),
-}
-
-_SPAWN_LAUNCH = (
-    "Starts worker processes ({method}) that run only the function given: call `fabric.launch(train)` "
-    "with `def train(fabric): ...`; a bare `launch()` raises TypeError."
-)
-_ZERO3_INIT = (
-    "Enters `deepspeed.zero.Init`: parameters are partitioned across processes as they are created. "
-    "`empty_init=False` raises NotImplementedError."
-)
+GUIDES, _VARIANTS = _load_guides()
+_SPAWN_LAUNCH = _VARIANTS["spawn_launch"]
+_ZERO3_INIT = _VARIANTS["zero3_init_module"]
 
 
 def _lineage(class_name: Optional[str]) -> list[str]:
