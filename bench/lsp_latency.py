@@ -241,6 +241,23 @@ def _make_client() -> BenchClient:
     return client
 
 
+async def initialize(client: BenchClient, script: pathlib.Path) -> None:
+    """initialize + initialized, as VS Code would, with the script's folder as the workspace."""
+    folder = script.parent.as_uri()
+    await asyncio.wait_for(
+        client.initialize_async(
+            types.InitializeParams(
+                capabilities=client_capabilities("visual-studio-code"),
+                process_id=os.getpid(),
+                root_uri=folder,
+                workspace_folders=[types.WorkspaceFolder(uri=folder, name="bench")],
+            )
+        ),
+        TIMEOUT,
+    )
+    client.initialized(types.InitializedParams())
+
+
 async def _wait_publish(
     client: BenchClient, uri: str, after: int, version: Optional[int], timeout: float
 ) -> Optional[tuple[float, types.PublishDiagnosticsParams]]:
@@ -324,18 +341,7 @@ async def measure(
     started = time.perf_counter()
     await client.start_io(*command)
     try:
-        await asyncio.wait_for(
-            client.initialize_async(
-                types.InitializeParams(
-                    capabilities=client_capabilities("visual-studio-code"),
-                    process_id=os.getpid(),
-                    root_uri=script.parent.as_uri(),
-                    workspace_folders=[types.WorkspaceFolder(uri=script.parent.as_uri(), name="bench")],
-                )
-            ),
-            TIMEOUT,
-        )
-        client.initialized(types.InitializedParams())
+        await initialize(client, script)
         figures.initialize_s = time.perf_counter() - started
 
         opened = time.perf_counter()

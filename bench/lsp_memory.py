@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import pathlib
 import sys
 import tempfile
@@ -25,11 +24,10 @@ import time
 from typing import Optional
 
 from lsprotocol import types
-from pytest_lsp import client_capabilities
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from lsp_latency import _edited, _make_client, _wait_publish, generate_script  # noqa: E402
+from lsp_latency import _edited, _make_client, _wait_publish, generate_script, initialize  # noqa: E402
 
 TIMEOUT = 30.0
 LIMIT = 1.20
@@ -59,18 +57,7 @@ async def run(lines: int, edits: int, baseline: int, every: int, settle: float) 
         rows: list[tuple[int, dict[str, int], float]] = []
         missed = 0
         try:
-            await asyncio.wait_for(
-                client.initialize_async(
-                    types.InitializeParams(
-                        capabilities=client_capabilities("visual-studio-code"),
-                        process_id=os.getpid(),
-                        root_uri=script.parent.as_uri(),
-                        workspace_folders=[types.WorkspaceFolder(uri=script.parent.as_uri(), name="bench")],
-                    )
-                ),
-                TIMEOUT,
-            )
-            client.initialized(types.InitializedParams())
+            await initialize(client, script)
             client.text_document_did_open(
                 types.DidOpenTextDocumentParams(
                     text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
