@@ -109,6 +109,7 @@ def warm_up() -> None:
     try:
         import jedi
 
-        jedi.Script("import os\nos.path\n").goto(2, 3)
+        # In-process, like the lookups without a chosen interpreter: no helper subprocess.
+        jedi.Script("import os\nos.path\n", environment=jedi.InterpreterEnvironment()).goto(2, 3)
     except Exception:  # warming is best effort
         pass
