@@ -14,7 +14,16 @@ from typing import Iterable, Iterator, Optional
 from fabric_ls import rules
 from fabric_ls.events import CallEvent, FabricState, Violation
 from fabric_ls.explore import MergedFinding, explore, merge_findings, site_conditions
-from fabric_ls.model import Analysis, CallSite, FabricSite, Finding, Origin, Span, StrategyCandidate
+from fabric_ls.model import (
+    Analysis,
+    CallSite,
+    FabricSite,
+    Finding,
+    Origin,
+    Span,
+    StrategyCandidate,
+    SyntaxProblem,
+)
 from fabric_ls.project import Project
 from fabric_ls.records import get_record
 from fabric_ls.settings import Settings
@@ -56,7 +65,8 @@ def analyze_file(
         with open(path, "rb") as handle:
             raw = handle.read()
     except OSError as error:
-        return Analysis(path=path, syntax_error=f"cannot read file: {error.strerror or error}")
+        reason = f"cannot read file: {error.strerror or error}"
+        return Analysis(path, syntax_error=reason, syntax_problem=SyntaxProblem(reason, Span(0, 0, 0, 0)))
     return analyze_source(raw.decode("utf-8", errors="replace"), path, settings, project)
 
 
@@ -101,7 +111,7 @@ def _analyze(
         return rules.first_violation(event, wanted)
 
     exploration = explore(project, parsed, check, assumed, force)
-    analysis = Analysis(path=path, syntax_error=parsed.syntax_error)
+    analysis = Analysis(path=path, syntax_error=parsed.syntax_error, syntax_problem=parsed.syntax_problem)
     analysis.dependencies = tuple(sorted(exploration.dependencies))
     if exploration.incomplete:
         analysis.notes.append("the script has more paths than fabric-ls follows; some were not checked")

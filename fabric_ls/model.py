@@ -119,6 +119,14 @@ class Finding:
     fix: Optional[Fix] = None
 
 
+@dataclass(frozen=True)
+class SyntaxProblem:
+    """Where a file stops parsing (or cannot be read), in Python's own words: ``expected ':'``."""
+
+    message: str
+    span: Span
+
+
 @dataclass
 class Analysis:
     """Everything the engine learned about one file."""
@@ -129,6 +137,8 @@ class Analysis:
     call_sites: list[CallSite] = field(default_factory=list)
     # Set when the file does not parse; findings then cover what still parses.
     syntax_error: Optional[str] = None
+    # The same, with its position: the CLI reports it as finding FAB000.
+    syntax_problem: Optional[SyntaxProblem] = None
     # Files (besides this one) whose content the result depends on.
     dependencies: tuple[str, ...] = ()
     # Findings in other files (helper modules) reached from this script.

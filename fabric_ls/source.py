@@ -13,7 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
-from fabric_ls.model import Span
+from fabric_ls.model import Span, SyntaxProblem
 
 # Lines blanked one at a time before giving up on a broken file.
 _MAX_REPAIRS = 40
@@ -42,6 +42,7 @@ class ParsedSource:
     tree: ast.Module
     lines: list[str]
     syntax_error: Optional[str] = None
+    syntax_problem: Optional[SyntaxProblem] = None
     # Lines (0-based) replaced to make the rest parse.
     repaired_lines: set[int] = field(default_factory=set)
     # Names read by Fabric calls anywhere in the file (computed once by the interpreter).
@@ -106,8 +107,10 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
         return ParsedSource(path, text, _try_parse(text), lines)
     except (SyntaxError, ValueError) as error:
         first_error = _describe(error)
+        problem = _problem(error)
     except (RecursionError, MemoryError):
         first_error = "an expression is nested too deeply to analyse"
+        problem = SyntaxProblem(first_error, Span(0, 0, 0, 0))
     # Repairs work on "\n" endings: a placeholder after a bare "\r" must not merge two lines.
     work = [line.rstrip("\r\n") + "\n" if line.endswith(("\r", "\n")) else line for line in lines]
     repaired: set[int] = set()
@@ -115,7 +118,7 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
     for _ in range(_MAX_REPAIRS):
         try:
             tree = _try_parse("".join(work))
-            return ParsedSource(path, text, tree, lines, first_error, repaired)
+            return ParsedSource(path, text, tree, lines, first_error, problem, repaired)
         except SyntaxError as error:
             if not work:
                 break
@@ -143,7 +146,8 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
             repaired.add(longest)
         except ValueError:
             break
-    return ParsedSource(path, text, ast.Module(body=[], type_ignores=[]), lines, first_error, repaired)
+    empty = ast.Module(body=[], type_ignores=[])
+    return ParsedSource(path, text, empty, lines, first_error, problem, repaired)
 
 
 def _placeholder(line: str, work: list[str], line0: int) -> str:
@@ -157,6 +161,19 @@ def _placeholder(line: str, work: list[str], line0: int) -> str:
         # A block opener: keep a block so the indented body below still parses.
         return f"{indent}if True:{newline}"
     return f"{indent}pass{newline}"
+
+
+def _problem(error: BaseException) -> SyntaxProblem:
+    """Python's message at Python's position (``offset`` counts code points, 1-based)."""
+    if not isinstance(error, SyntaxError):
+        return SyntaxProblem(str(error), Span(0, 0, 0, 0))
+    line0 = max((error.lineno or 1) - 1, 0)
+    col0 = max((error.offset or 1) - 1, 0)
+    end0 = max((getattr(error, "end_lineno", None) or line0 + 1) - 1, line0)
+    end_col0 = max((getattr(error, "end_offset", None) or col0 + 1) - 1, 0)
+    if (end0, end_col0) < (line0, col0):
+        end0, end_col0 = line0, col0
+    return SyntaxProblem(error.msg or "invalid syntax", Span(line0, col0, end0, end_col0))
 
 
 def _describe(error: BaseException) -> str:
