@@ -104,6 +104,38 @@ def environment_problem(python: str) -> Optional[str]:
     return None
 
 
+_safe_checks: dict[tuple[str, Optional[tuple[int, int]]], Optional[str]] = {}
+
+
+def safe_environment_problem(python: str) -> Optional[str]:
+    """Why jedi may not start ``python`` (named by a trusted workspace), or None.
+
+    First the file-system check of ``trust`` (nothing runs), then jedi's own ``safe=True`` check: the
+    interpreter must be a system one or match a Python found on PATH (a virtualenv's symlink or copy of
+    one). Only then is it started, by jedi, to read its version. Cached per path and modification time.
+    """
+    from fabric_ls.trust import interpreter_in, workspace_python_problem
+
+    executable = os.path.realpath(interpreter_in(python))
+    try:
+        status = os.stat(executable)
+        stamp: Optional[tuple[int, int]] = (status.st_mtime_ns, status.st_size)
+    except OSError:
+        stamp = None
+    key = (python, stamp)
+    if key not in _safe_checks:
+        problem = workspace_python_problem(python)
+        if problem is None:
+            try:
+                import jedi
+
+                jedi.create_environment(python, safe=True)
+            except Exception as error:
+                problem = f"jedi refuses {python!r} ({error})"
+        _safe_checks[key] = problem
+    return _safe_checks[key]
+
+
 def warm_up() -> None:
     """Import jedi and parse a small script so the first real request is fast."""
     try:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from lsprotocol import types
@@ -32,7 +32,16 @@ from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import lsp_method
 
-from fabric_ls import __version__, engine, explain, lsp_convert, lsp_protocol, workspace_config
+from fabric_ls import (
+    __version__,
+    engine,
+    explain,
+    jedi_bridge,
+    lsp_convert,
+    lsp_protocol,
+    trust,
+    workspace_config,
+)
 from fabric_ls.model import Analysis, Finding
 from fabric_ls.settings import Settings
 from fabric_ls.strategies import MATRIX_NAMES
@@ -649,30 +658,52 @@ class FabricLanguageServer(LanguageServer):
         layers = [
             workspace_config.SettingsLayer(
                 "initializationOptions",
-                workspace_config.client_section(self.initialization_options),
+                trust.without_trust_key(workspace_config.client_section(self.initialization_options)),
                 base_dir,
             ),
             workspace_config.SettingsLayer(
-                f"editor settings ({CONFIG_SECTION})", workspace_config.client_section(editor), base_dir
+                f"editor settings ({CONFIG_SECTION})",
+                trust.without_trust_key(workspace_config.client_section(editor)),
+                base_dir,
             ),
         ]
         config = workspace_config.find_project_config(path)
         problems: list[str] = []
+        python_from_workspace = False
         if config.error:
             problems.append(config.error)
         elif config.path:
-            layers.append(
-                workspace_config.SettingsLayer(
-                    f"{config.path} [tool.{workspace_config.TOOL_TABLE}]",
-                    config.table,
-                    os.path.dirname(config.path),
-                )
-            )
+            source = f"{config.path} [tool.{workspace_config.TOOL_TABLE}]"
+            # The workspace may name an interpreter only once the client says it is trusted.
+            allowed = trust.filter_workspace_table(config.table, source, self.workspace_trusted())
+            if allowed.message:
+                self.tell_once(f"fabric-ls: {allowed.message}.")
+            python_from_workspace = trust.configured_python(allowed.table) is not None
+            layers.append(workspace_config.SettingsLayer(source, allowed.table, os.path.dirname(config.path)))
         settings, layer_problems = workspace_config.layered_settings(layers)
         self.report_problems(problems + layer_problems)
+        if python_from_workspace and settings.python:
+            refused = jedi_bridge.safe_environment_problem(settings.python)
+            if refused:
+                editor_python = workspace_config.layered_settings(layers[:2])[0].python
+                self.tell_once(
+                    f"fabric-ls: `python` from {config.path}: not used: {refused}. Only a Python interpreter "
+                    f"(a virtualenv's, a conda env's or one on PATH) is started; using "
+                    f"{editor_python or 'the server environment'} instead."
+                )
+                settings = replace(settings, python=editor_python)
         python = settings.python or workspace_config.default_python()
         root = folder or self._loose_root(path)
         return settings, (root, python)
+
+    def workspace_trusted(self) -> bool:
+        """Whether the client said the workspace is trusted (initializationOptions or its configuration)."""
+        return trust.client_trusts(self.initialization_options, self.client_settings.get(None))
+
+    def tell_once(self, message: str) -> None:
+        if message not in self.reported_problems:
+            self.reported_problems.add(message)
+            self.tell(message)
 
     def report_problems(self, problems: Iterable[str]) -> None:
         for problem in problems:
@@ -1241,6 +1272,7 @@ def status_command(ls: FabricLanguageServer, *arguments: Any) -> dict[str, Any]:
     return {
         "version": __version__,
         "diagnosticMode": "pull" if ls.pull_mode else "push",
+        "workspaceTrusted": ls.workspace_trusted(),
         "positionEncoding": getattr(ls.encoding, "value", ls.encoding),
         "documents": documents,
         "worker": ls.worker.status(),
