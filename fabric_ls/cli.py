@@ -8,11 +8,15 @@ import os
 import stat
 import sys
 import tempfile
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, TextIO
 
 from fabric_ls import __version__
-from fabric_ls.model import Analysis, Finding
+from fabric_ls.cli_output import display_path
+from fabric_ls.model import Finding
 from fabric_ls.settings import Settings, parse_settings
+
+if TYPE_CHECKING:
+    from fabric_ls.batch_check import FileReport
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -52,7 +56,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--python", help="interpreter or virtualenv whose packages jedi reads")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    check.add_argument(
+        "--diff", action="store_true", help="print the fixes as a unified diff instead of writing them"
+    )
+    check.add_argument(
+        "--show-fixes", action="store_true", help="show each finding's fix (with --fix: what was fixed)"
+    )
+    check.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else")
+    check.add_argument("--statistics", action="store_true", help="print the number of findings per rule")
+    check.add_argument("--output-file", metavar="PATH", help="write the report to PATH instead of stdout")
+    check.add_argument("--no-color", action="store_true", help="no color, even on a terminal")
+    check.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="check files in N processes (default: one per CPU)",
+    )
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -85,7 +116,9 @@ def _settings_from(arguments: argparse.Namespace, base: Settings) -> tuple[Setti
 
 
 def _check(arguments: argparse.Namespace) -> int:
-    from fabric_ls.engine import Project, analyze_file, iter_python_files, portability
+    from fabric_ls.batch_check import FileTask, check_files
+    from fabric_ls.cli_output import Progress
+    from fabric_ls.engine import iter_python_files
 
     missing = [p for p in arguments.paths if not os.path.exists(p)]
     if missing:
@@ -97,17 +130,50 @@ def _check(arguments: argparse.Namespace) -> int:
             print(f"fabric-ls: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     roots = [os.path.abspath(p if os.path.isdir(p) else os.path.dirname(p) or ".") for p in arguments.paths]
-    project = Project(roots, python=cli_settings.python)
-    findings: list[Finding] = []
-    analyses: list[Analysis] = []
-    seen: set[tuple[str, int, int, str]] = set()
+    project_options = {"roots": roots, "python": cli_settings.python}
+    tasks: list[FileTask] = []
     for path in iter_python_files(arguments.paths):
         settings, config_problems = _file_settings(path, arguments)
-        for problem in config_problems:
+        for problem in config_problems if not arguments.quiet else ():
             print(f"fabric-ls: warning: {problem}", file=sys.stderr)
-        analysis = analyze_file(path, settings, project)
-        analyses.append(analysis)
-        for finding in [*analysis.findings, *analysis.other_findings]:
+        tasks.append(FileTask(path, settings, arguments.matrix))
+    progress = Progress(sys.stderr, enabled=not arguments.quiet and sys.stderr.isatty())
+    reports = check_files(tasks, project_options, arguments.jobs or os.cpu_count() or 1, progress.update)
+    progress.finish()
+    findings = _unique_findings(reports)
+    try:
+        out = open(arguments.output_file, "w", encoding="utf-8") if arguments.output_file else sys.stdout
+    except OSError as error:
+        print(f"fabric-ls: error: cannot write {arguments.output_file}: {error.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        for report in reports:
+            if report.matrix is not None:
+                _print_matrix(report.path, report.matrix, out)
+            for note in report.notes if not arguments.quiet else ():
+                print(f"{display_path(report.path)}: note: {note}", file=sys.stderr)
+        if arguments.diff:
+            fixable = _show_diff(findings, arguments, out)
+            return EXIT_FINDINGS if fixable and not arguments.exit_zero else EXIT_CLEAN
+        if arguments.fix:
+            findings = _apply_fixes(findings, arguments, out)
+        _report(findings, len(reports), arguments, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if arguments.exit_zero:
+        return EXIT_CLEAN
+    return EXIT_FINDINGS if findings else EXIT_CLEAN
+
+
+def _unique_findings(reports: "list[FileReport]") -> list[Finding]:
+    """Each file's findings, and those in helper modules it reached, once each, in output order."""
+    from fabric_ls.cli_output import finding_order
+
+    findings: list[Finding] = []
+    seen: set[tuple[str, int, int, str]] = set()
+    for report in reports:
+        for finding in [*report.findings, *report.other_findings]:
             key = (
                 os.path.abspath(finding.path),
                 finding.span.start_line,
@@ -117,15 +183,7 @@ def _check(arguments: argparse.Namespace) -> int:
             if key not in seen:
                 seen.add(key)
                 findings.append(finding)
-        if arguments.matrix:
-            _print_matrix(path, portability(_read(path), path, settings, project))
-    findings.sort(key=lambda f: (f.path, f.span, f.code))
-    if arguments.fix:
-        findings = _apply_fixes(findings, arguments.unsafe_fixes)
-    _report(findings, analyses, arguments.format)
-    if arguments.exit_zero:
-        return EXIT_CLEAN
-    return EXIT_FINDINGS if findings else EXIT_CLEAN
+    return sorted(findings, key=finding_order)
 
 
 _CONFIG_PROBLEMS_SHOWN: set[str] = set()
@@ -150,163 +208,60 @@ def _file_settings(path: str, arguments: argparse.Namespace) -> tuple[Settings, 
     return merged, [*problems, *more]
 
 
-def _read(path: str) -> str:
-    with open(path, "rb") as handle:
-        return handle.read().decode("utf-8", errors="replace")
-
-
-def _print_matrix(path: str, matrix: dict[str, list[Finding]]) -> None:
-    print(f"{_relative(path)}: strategy portability")
+def _print_matrix(path: str, matrix: dict[str, list[Finding]], out: TextIO) -> None:
+    print(f"{display_path(path)}: strategy portability", file=out)
     for name, found in matrix.items():
         if found:
             rules = ", ".join(f"{f.code} line {f.span.start_line + 1}" for f in found)
-            print(f"  {name:<20} fails: {rules}")
+            print(f"  {name:<20} fails: {rules}", file=out)
         else:
-            print(f"  {name:<20} ok")
+            print(f"  {name:<20} ok", file=out)
 
 
-def _relative(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
+def _report(findings: list[Finding], file_count: int, arguments: argparse.Namespace, out: TextIO) -> None:
+    from fabric_ls import cli_output
 
-
-def _fix_json(finding: Finding) -> Optional[dict]:
-    if finding.fix is None:
-        return None
-    return {
-        "title": finding.fix.title,
-        "safe": finding.fix.safe,
-        "edits": [
-            {
-                "line": e.span.start_line + 1,
-                "column": e.span.start_col + 1,
-                "end_line": e.span.end_line + 1,
-                "end_column": e.span.end_col + 1,
-                "new_text": e.new_text,
-            }
-            for e in finding.fix.edits
-        ],
-    }
-
-
-def _as_json(finding: Finding) -> dict:
-    from fabric_ls.records import get_record
-
-    return {
-        "path": _relative(finding.path),
-        "line": finding.span.start_line + 1,
-        "column": finding.span.start_col + 1,
-        "end_line": finding.span.end_line + 1,
-        "end_column": finding.span.end_col + 1,
-        "code": finding.code,
-        "severity": finding.severity,
-        "message": finding.message,
-        "strategy": finding.strategy,
-        "condition": finding.condition,
-        "url": get_record(finding.code).docs_url,
-        "fix": _fix_json(finding),
-    }
-
-
-def _report(findings: list[Finding], analyses: list[Analysis], output: str) -> None:
-    for analysis in analyses:
-        if analysis.syntax_error:
-            print(
-                f"{_relative(analysis.path)}: syntax error: {analysis.syntax_error} "
-                "(checked what still parses)",
-                file=sys.stderr,
-            )
-        for note in analysis.notes:
-            print(f"{_relative(analysis.path)}: note: {note}", file=sys.stderr)
-    if output == "json":
-        print(json.dumps([_as_json(f) for f in findings], indent=2))
+    unsafe = arguments.unsafe_fixes
+    if arguments.format == "json":
+        rows = (
+            cli_output.statistics_json(findings, unsafe)
+            if arguments.statistics
+            else [cli_output.finding_json(f) for f in findings]
+        )
+        print(json.dumps(rows, indent=2), file=out)
         return
-    if output == "sarif":
-        print(json.dumps(_sarif(findings), indent=2))
+    if arguments.format == "sarif":
+        print(json.dumps(cli_output.sarif_log(findings), indent=2), file=out)
         return
-    if output == "github":
-        for f in findings:
-            level = "error" if f.severity == "error" else "warning"
-            message = f.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            print(
-                f"::{level} file={_relative(f.path)},line={f.span.start_line + 1},col={f.span.start_col + 1},"
-                f"endLine={f.span.end_line + 1},endColumn={f.span.end_col + 1},title={f.code}::{message}"
-            )
+    if arguments.format == "github":
+        for finding in findings:
+            print(cli_output.github_line(finding), file=out)
         return
-    for f in findings:
-        fixable = " [*]" if f.fix is not None else ""
-        where = f"{_relative(f.path)}:{f.span.start_line + 1}:{f.span.start_col + 1}"
-        print(f"{where}: {f.code}{fixable} {f.message}")
-    errors = sum(1 for f in findings if f.severity == "error")
-    warnings = len(findings) - errors
-    fixable_count = sum(1 for f in findings if f.fix is not None and f.fix.safe)
-    if findings:
-        summary = f"Found {len(findings)} problem{'s' if len(findings) != 1 else ''} ({errors} error"
-        summary += f"{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''})"
-        summary += f" in {len(analyses)} file{'s' if len(analyses) != 1 else ''}."
-        if fixable_count:
-            summary += f" {fixable_count} fixable with `fabric-ls check --fix`."
-        print(summary)
+    if arguments.statistics:
+        for line in cli_output.statistics_lines(findings, unsafe):
+            print(line, file=out)
     else:
-        print(f"All checks passed ({len(analyses)} file{'s' if len(analyses) != 1 else ''}).")
+        style = cli_output.Style(out is sys.stdout and cli_output.color_wanted(out, arguments.no_color))
+        for finding in findings:
+            print(cli_output.text_line(finding, style, unsafe), file=out)
+            hint = cli_output.fix_hint(finding, unsafe) if arguments.show_fixes else None
+            if hint:
+                print(hint, file=out)
+    if not arguments.quiet:
+        print(cli_output.summary(findings, file_count, unsafe), file=out)
 
 
-def _sarif(findings: list[Finding]) -> dict:
-    from fabric_ls.records import load_records
+class _FilePlan(NamedTuple):
+    """The fixes chosen for one file and the text they make."""
 
-    records = load_records()
-    used = sorted({f.code for f in findings})
-    return {
-        "version": "2.1.0",
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "fabric-ls",
-                        "version": __version__,
-                        "rules": [
-                            {
-                                "id": code,
-                                "name": records[code].name,
-                                "shortDescription": {"text": records[code].title},
-                                "helpUri": records[code].docs_url,
-                            }
-                            for code in used
-                        ],
-                    }
-                },
-                "results": [
-                    {
-                        "ruleId": f.code,
-                        "level": "error" if f.severity == "error" else "warning",
-                        "message": {"text": f.message},
-                        "locations": [
-                            {
-                                "physicalLocation": {
-                                    "artifactLocation": {"uri": _relative(f.path).replace(os.sep, "/")},
-                                    "region": {
-                                        "startLine": f.span.start_line + 1,
-                                        "startColumn": f.span.start_col + 1,
-                                        "endLine": f.span.end_line + 1,
-                                        "endColumn": f.span.end_col + 1,
-                                    },
-                                }
-                            }
-                        ],
-                    }
-                    for f in findings
-                ],
-            }
-        ],
-    }
+    path: str
+    original_bytes: bytes
+    updated: str
+    chosen: list[Finding]
 
 
-def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
-    """Apply fixes file by file; return the findings that remain unfixed."""
+def _plan_fixes(findings: list[Finding], unsafe: bool) -> tuple[list[_FilePlan], list[Finding]]:
+    """Per file, the fixes to apply together (no two touching the same text); and the findings left."""
     from fabric_ls.fixes import apply_edits
 
     remaining: list[Finding] = []
@@ -316,6 +271,7 @@ def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
             by_path.setdefault(finding.path, []).append(finding)
         else:
             remaining.append(finding)
+    plans: list[_FilePlan] = []
     for path, fixable in by_path.items():
         with open(path, "rb") as handle:
             original_bytes = handle.read()
@@ -334,20 +290,52 @@ def _apply_fixes(findings: list[Finding], unsafe: bool) -> list[Finding]:
             taken.extend(spans)
             chosen.append(finding)
         edits = [e for f in chosen for e in f.fix.edits]  # type: ignore[union-attr]
-        updated = apply_edits(original, edits)
-        if not _write_atomically(path, original_bytes, updated):
+        plans.append(_FilePlan(path, original_bytes, apply_edits(original, edits), chosen))
+    return plans, remaining
+
+
+def _show_diff(findings: list[Finding], arguments: argparse.Namespace, out: TextIO) -> int:
+    """``--diff``: print what ``--fix`` would change, write nothing; return how many fixes that is."""
+    from fabric_ls.cli_output import unified_diff
+
+    plans, _ = _plan_fixes(findings, arguments.unsafe_fixes)
+    count = 0
+    for plan in plans:
+        original = plan.original_bytes.decode("utf-8", errors="replace")
+        if plan.updated != original:
+            print(unified_diff(plan.path, original, plan.updated), file=out)
+            count += len(plan.chosen)
+    if not arguments.quiet:
+        print(
+            f"Would fix {count} problem{'' if count == 1 else 's'}." if count else "No fixes to apply.",
+            file=out,
+        )
+    return count
+
+
+def _apply_fixes(findings: list[Finding], arguments: argparse.Namespace, out: TextIO) -> list[Finding]:
+    """Apply fixes file by file; return the findings that remain unfixed."""
+    from fabric_ls.cli_output import finding_order, fixed_enumeration
+
+    plans, remaining = _plan_fixes(findings, arguments.unsafe_fixes)
+    fixed: list[Finding] = []
+    for plan in plans:
+        if not _write_atomically(plan.path, plan.original_bytes, plan.updated):
             print(
-                f"fabric-ls: {_relative(path)} changed while it was being fixed; left it alone",
+                f"fabric-ls: {display_path(plan.path)} changed while it was being fixed; left it alone",
                 file=sys.stderr,
             )
-            remaining.extend(chosen)
+            remaining.extend(plan.chosen)
             continue
-        for finding in chosen:
-            print(
-                f"Fixed {_relative(path)}:{finding.span.start_line + 1}: {finding.code} {finding.fix.title}",  # type: ignore[union-attr]
-                file=sys.stderr,
-            )
-    return sorted(remaining, key=lambda f: (f.path, f.span, f.code))
+        fixed.extend(plan.chosen)
+        for finding in plan.chosen if not arguments.quiet else ():
+            title = finding.fix.title  # type: ignore[union-attr]
+            where = f"{display_path(plan.path)}:{finding.span.start_line + 1}"
+            print(f"Fixed {where}: {finding.code} {title}", file=sys.stderr)
+    if arguments.show_fixes:
+        for line in fixed_enumeration(sorted(fixed, key=finding_order)):
+            print(line, file=out)
+    return sorted(remaining, key=finding_order)
 
 
 def _overlaps(a: tuple, b: tuple) -> bool:
