@@ -10,7 +10,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence, TextIO
 
-from fabric_ls import __version__
+from fabric_ls import __version__, trust
 from fabric_ls.cli_output import display_path
 from fabric_ls.model import Finding
 from fabric_ls.settings import Settings, parse_settings
@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
         "--matrix", action="store_true", help="show which strategies each script would fail under"
     )
     check.add_argument("--python", help="interpreter or virtualenv whose packages jedi reads")
+    check.add_argument(
+        "--trust-config",
+        action="store_true",
+        help="use the interpreter named by [tool.fabric-ls] python in pyproject.toml (off: never run it)",
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     check.add_argument(
         "--diff", action="store_true", help="print the fixes as a unified diff instead of writing them"
@@ -130,9 +135,17 @@ def _check(arguments: argparse.Namespace) -> int:
             print(f"fabric-ls: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     roots = [os.path.abspath(p if os.path.isdir(p) else os.path.dirname(p) or ".") for p in arguments.paths]
-    project_options = {"roots": roots, "python": cli_settings.python}
+    python = cli_settings.python
+    if python is None:
+        # A checked repository's own `python` runs only with --trust-config (see trust.python_for_check).
+        python, trust_notes = trust.python_for_check(arguments.paths, arguments.trust_config)
+        for note in trust_notes if not arguments.quiet else ():
+            print(f"fabric-ls: warning: {note}", file=sys.stderr)
+    project_options = {"roots": roots, "python": python}
     tasks: list[FileTask] = []
     for path in iter_python_files(arguments.paths):
+        if path not in arguments.paths and os.path.islink(path):
+            continue  # a walk follows no symbolic link, to a file or a folder; a named path is checked
         settings, config_problems = _file_settings(path, arguments)
         for problem in config_problems if not arguments.quiet else ():
             print(f"fabric-ls: warning: {problem}", file=sys.stderr)
@@ -319,7 +332,16 @@ def _apply_fixes(findings: list[Finding], arguments: argparse.Namespace, out: Te
 
     plans, remaining = _plan_fixes(findings, arguments.unsafe_fixes)
     fixed: list[Finding] = []
+    roots = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in arguments.paths]
     for plan in plans:
+        if not trust.inside_roots(plan.path, roots):
+            print(
+                f"fabric-ls: left {display_path(plan.path)} alone: through a symbolic link it lies outside "
+                "the checked folders",
+                file=sys.stderr,
+            )
+            remaining.extend(plan.chosen)
+            continue
         if not _write_atomically(plan.path, plan.original_bytes, plan.updated):
             print(
                 f"fabric-ls: {display_path(plan.path)} changed while it was being fixed; left it alone",
@@ -344,6 +366,7 @@ def _overlaps(a: tuple, b: tuple) -> bool:
 
 def _write_atomically(path: str, expected: bytes, text: str) -> bool:
     """Write via a temp file and rename; keep the mode; refuse if the file changed since it was read."""
+    path = os.path.realpath(path)  # a symbolic link stays a link; its target gets the text
     with open(path, "rb") as handle:
         if handle.read() != expected:
             return False

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 # The initialization option (or ``fabricLs`` configuration key) by which a client trusts the workspace.
 TRUST_KEY = "workspaceTrusted"
@@ -132,3 +132,58 @@ def workspace_python_problem(python: str) -> Optional[str]:
     if start == b"#!":
         return f"{executable!r} is a script, not a Python interpreter"
     return None
+
+
+def python_for_check(paths: Sequence[str], trust_config: bool) -> tuple[Optional[str], list[str]]:
+    """The interpreter ``fabric-ls check`` gives jedi when ``--python`` is not given, and notes to print.
+
+    ``check`` runs in CI on pull requests from forks: a repository's ``[tool.fabric-ls] python`` is a
+    program its author chose, so it is used only with ``--trust-config``, and then only if it is a Python.
+    Without it, the note says what was ignored and how to use it.
+    """
+    from fabric_ls import workspace_config
+
+    named: list[tuple[str, str, str]] = []  # (pyproject.toml, as written, resolved)
+    for path in paths:
+        probe = os.path.join(path, "__fabric_ls__.py") if os.path.isdir(path) else path
+        config = workspace_config.find_project_config(probe)
+        written = configured_python(config.table)
+        if config.path is None or written is None:
+            continue
+        layer = workspace_config.SettingsLayer(config.path, config.table, os.path.dirname(config.path))
+        resolved = workspace_config.layered_settings([layer])[0].python
+        if resolved and config.path not in [path for path, _, _ in named]:
+            named.append((config.path, written, resolved))
+    if not named:
+        return None, []
+    config_path, written, python = named[0]
+    if not trust_config:
+        filtered = filter_workspace_table(
+            {"python": written}, config_path, trusted=False, how_to_trust=HOW_TO_TRUST_CHECK
+        )
+        return None, [(filtered.message or "").replace("this workspace", "the checked repository")]
+    notes = [f"using `python` from {config_path} (--trust-config): {python}"]
+    if len(named) > 1:
+        others = ", ".join(path for path, _, _ in named[1:])
+        notes.append(f"{others} also name a `python`; one interpreter serves a run, the first is used")
+    from fabric_ls.jedi_bridge import safe_environment_problem
+
+    refused = safe_environment_problem(python)
+    if refused:
+        return None, [
+            f"`python` from {config_path}: not used: {refused}; only a Python interpreter is started"
+        ]
+    return python, notes
+
+
+def inside_roots(path: str, roots: Sequence[str]) -> bool:
+    """Whether ``path``, symbolic links resolved, lies in one of ``roots`` (also resolved).
+
+    ``check --fix`` writes only there: a link in the checked folder must not carry a write outside it.
+    """
+    real = os.path.realpath(path)
+    for root in roots:
+        real_root = os.path.realpath(root)
+        if real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep):
+            return True
+    return False

@@ -46,6 +46,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         scheduleRestart("settings changed");
       }
     }),
+    // Trust granted: the folder's own settings and interpreter now count, and a new server gets them.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void restart("the workspace is now trusted")),
     { dispose: () => void stop() },
   );
   const pythonWatcher = await onPythonEnvironmentChanged(() => {
@@ -107,9 +109,10 @@ async function stopClient(): Promise<void> {
 
 async function startClient(): Promise<void> {
   const folder = vscode.workspace.workspaceFolders?.[0];
-  const interpreter = await chooseInterpreter(folder);
+  output.appendLine(`[client] workspace trusted: ${vscode.workspace.isTrusted}`);
+  const interpreter = restricted(await chooseInterpreter(folder));
   output.appendLine(`[client] interpreter: ${interpreter.command} (${describeSource(interpreter.source)})`);
-  const probe = await probeInterpreter(interpreter.command, folder?.uri.fsPath);
+  const probe = await probeInterpreter(interpreter.command, serverDirectory(folder));
   if (!probe.ok) {
     output.appendLine(`[client] cannot start the server: ${probe.reason}: ${probe.detail}`);
     void reportStartFailure(interpreter, probe.reason, probe.detail);
@@ -121,7 +124,7 @@ async function startClient(): Promise<void> {
   const stderrTail: string[] = [];
   const serverOptions: ServerOptions = () => {
     const child = spawn(interpreter.command, ["-m", "fabric_ls", "--stdio"], {
-      cwd: folder?.uri.fsPath,
+      cwd: serverDirectory(folder),
       env: { ...process.env, PYTHONUNBUFFERED: "1" },
       windowsHide: true,
     });
@@ -142,7 +145,8 @@ async function startClient(): Promise<void> {
     ],
     outputChannel: output,
     revealOutputChannelOn: RevealOutputChannelOn.Never,
-    initializationOptions: serverSettings(folder, fallbackPython),
+    // The server uses a pyproject.toml's `python` only in a trusted workspace (fabric_ls/trust.py).
+    initializationOptions: { ...serverSettings(folder, fallbackPython), workspaceTrusted: vscode.workspace.isTrusted },
     errorHandler: crashHandler,
     middleware: {
       workspace: {
@@ -158,7 +162,7 @@ async function startClient(): Promise<void> {
               return passed[index];
             }
             const scope = item.scopeUri ? vscode.Uri.parse(item.scopeUri) : folder;
-            return serverSettings(scope, fallbackPython);
+            return { ...serverSettings(scope, fallbackPython), workspaceTrusted: vscode.workspace.isTrusted };
           });
         },
       },
@@ -227,7 +231,9 @@ async function pythonForImports(interpreter: Interpreter): Promise<string> {
     return "";
   }
   const active = await activePythonEnvironment(vscode.workspace.workspaceFolders?.[0]?.uri);
-  return active && expandInterpreterPath(active) !== interpreter.command ? active : "";
+  return active && expandInterpreterPath(active) !== interpreter.command && !insideRestrictedFolder(active)
+    ? active
+    : "";
 }
 
 async function reportStartFailure(interpreter: Interpreter, reason: string, detail: string): Promise<void> {
@@ -266,4 +272,27 @@ async function reportStartFailure(interpreter: Interpreter, reason: string, deta
   } else if (choice === "Show Output") {
     output.show(true);
   }
+}
+
+/**
+ * Restricted Mode (an untrusted folder) starts no program from the folder: not an interpreter the Python
+ * extension found there (a committed `.venv`), not a `fabric_ls` package planted at its top (Python puts
+ * the working directory first on sys.path for `-m` and `-c`). fabricLs.interpreter and fabricLs.python are
+ * restricted settings (package.json): until the folder is trusted VS Code gives their user values only.
+ */
+function insideRestrictedFolder(executable: string): boolean {
+  return !vscode.workspace.isTrusted && vscode.workspace.getWorkspaceFolder(vscode.Uri.file(executable)) !== undefined;
+}
+
+function restricted(interpreter: Interpreter): Interpreter {
+  if (interpreter.source === "python-extension" && insideRestrictedFolder(interpreter.command)) {
+    output.appendLine(`[client] Restricted Mode: not starting ${interpreter.command}, which lies in the untrusted folder`);
+    return { command: process.platform === "win32" ? "python" : "python3", source: "default" };
+  }
+  return interpreter;
+}
+
+/** The server's working directory: the folder once trusted (a fabric-ls checkout there counts), else the extension's. */
+function serverDirectory(folder?: vscode.WorkspaceFolder): string | undefined {
+  return vscode.workspace.isTrusted ? folder?.uri.fsPath : __dirname;
 }

@@ -22,18 +22,32 @@ local function interpreter()
   return 'python3'
 end
 
+-- A `python` named by a workspace's pyproject.toml runs only in folders you trust (see README.md):
+local trusted_roots = {} -- e.g. { vim.fn.expand('~/work/my-project') }
+
+local function trusted(root)
+  for _, dir in ipairs(trusted_roots) do
+    if root == dir or vim.startswith(root, dir .. '/') then
+      return true
+    end
+  end
+  return false
+end
+
 vim.api.nvim_create_autocmd('FileType', {
   pattern = 'python',
   group = vim.api.nvim_create_augroup('fabric_ls', { clear = true }),
   callback = function(args)
     local file = vim.api.nvim_buf_get_name(args.buf)
     local marker = vim.fs.find({ 'pyproject.toml', '.git' }, { upward = true, path = vim.fs.dirname(file) })[1]
+    local root = marker and vim.fs.dirname(marker) or vim.fn.getcwd()
     vim.lsp.start({
       name = 'fabric_ls',
       cmd = { interpreter(), '-m', 'fabric_ls' },
-      root_dir = marker and vim.fs.dirname(marker) or vim.fn.getcwd(),
+      cmd_cwd = vim.loop.os_homedir(), -- not the repository: `python -m` puts the working directory on sys.path
+      root_dir = root,
       settings = settings,
-      init_options = settings.fabricLs,
+      init_options = vim.tbl_extend('force', settings.fabricLs, { workspaceTrusted = trusted(root) }),
     })
   end,
 })

@@ -25,9 +25,30 @@ local function interpreter()
   return vim.fn.has('win32') == 1 and 'python' or 'python3'
 end
 
+-- fabric-ls runs a program a workspace names (`[tool.fabric-ls] python` in its pyproject.toml) only
+-- when the client says the workspace is trusted. Neovim has no workspace trust of its own: list the
+-- folders you trust, e.g. `vim.g.fabric_ls_trusted_roots = { '~/work/my-project' }` (a folder and
+-- everything under it). Any other folder, e.g. a repository you just cloned, stays untrusted.
+local function trusted(root)
+  if not root then
+    return false
+  end
+  root = vim.fs.normalize(root)
+  for _, folder in ipairs(vim.g.fabric_ls_trusted_roots or {}) do
+    local dir = vim.fs.normalize(vim.fn.fnamemodify(vim.fn.expand(folder), ':p')):gsub('/$', '')
+    if root == dir or vim.startswith(root, dir .. '/') then
+      return true
+    end
+  end
+  return false
+end
+
 ---@type vim.lsp.Config
 return {
   cmd = { interpreter(), '-m', 'fabric_ls' },
+  -- Not Neovim's working directory: `python -m` puts it first on sys.path, and a cloned repository
+  -- could hold a `fabric_ls` folder of its own.
+  cmd_cwd = (vim.uv or vim.loop).os_homedir(),
   filetypes = { 'python' },
   -- The nearest pyproject.toml (where [tool.fabric-ls] lives), else the repository root.
   root_markers = { 'pyproject.toml', '.git' },
@@ -44,6 +65,8 @@ return {
     },
   },
   before_init = function(params, config)
-    params.initializationOptions = (config.settings or {}).fabricLs
+    local options = vim.deepcopy((config.settings or {}).fabricLs or {})
+    options.workspaceTrusted = trusted(config.root_dir)
+    params.initializationOptions = options
   end,
 }
