@@ -94,7 +94,12 @@ def _positive_int(text: str) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     arguments = _parser().parse_args(argv)
     if arguments.command == "check":
-        return _check(arguments)
+        try:
+            return _check(arguments)
+        except BrokenPipeError:
+            # `fabric-ls check | head`: the reader left; say nothing more (Python would print a traceback).
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FINDINGS
     from fabric_ls.server import start
 
     tcp = arguments.tcp or getattr(arguments, "serve_tcp", False)

@@ -338,3 +338,20 @@ def test_jobs_must_be_positive():
     result = run("examples", "--jobs", "0")
     assert result.returncode == 2
     assert "positive" in result.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    for n in range(80):  # more JSON than a pipe holds
+        write(tmp_path, f"train_{n:02}.py", DEEPSPEED)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fabric_ls", "check", ".", "--format", "json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()  # as `| head -1` does
+    assert process.wait(timeout=180) == 1
+    assert "Traceback" not in process.stderr.read().decode()
