@@ -65,7 +65,9 @@ def test_an_untrusted_table_loses_its_interpreter_and_says_why() -> None:
     trusted = trust.filter_workspace_table(table, "repo/pyproject.toml", trusted=True)
 
     assert untrusted.table == {"strategy": "ddp"} and untrusted.ignored_python == "./evil.sh"
-    assert "not trusted" in (untrusted.message or "") and "Manage Workspace Trust" in (untrusted.message or "")
+    assert "not trusted" in (untrusted.message or "") and "Manage Workspace Trust" in (
+        untrusted.message or ""
+    )
     assert trusted.table == table and trusted.message is None
     # Every spelling of the key is an interpreter.
     for key in ("interpreter", "python-path", "environment"):
@@ -106,7 +108,9 @@ def test_a_real_virtualenv_passes_and_jedi_resolves_a_package_only_it_has(tmp_pa
 
     assert trust.workspace_python_problem(str(tmp_path / "venv")) is None
     assert safe_environment_problem(str(tmp_path / "venv")) is None
-    found = JediLocator(str(script.parent), str(tmp_path / "venv")).find_module("fabric_trust_probe", str(script))
+    found = JediLocator(str(script.parent), str(tmp_path / "venv")).find_module(
+        "fabric_trust_probe", str(script)
+    )
     assert found == str(site / "fabric_trust_probe" / "__init__.py")
     # The server's own environment has no such package.
     assert JediLocator(str(script.parent)).find_module("fabric_trust_probe", str(script)) is None

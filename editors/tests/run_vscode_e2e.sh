@@ -74,5 +74,13 @@ rc=0
 CODE_SERVER="$CODE_SERVER" E2E_DIR="$E2E_DIR" WORKSPACE="$E2E_DIR/workspace" SCRIPT=deepspeed_separate_setup.py \
   FABRIC_PYTHON="$FABRIC_PYTHON" BARE_PYTHON="$BARE_VENV/bin/python" ARTIFACTS="$ARTIFACTS" \
   README_SCREENSHOT="$README_SCREENSHOT" node "$REPO/editors/tests/vscode/e2e.mjs" || rc=$?
+
+# Workspace trust on (the test above runs with --disable-workspace-trust): Restricted Mode, then Trust.
+TRUST_ARTIFACTS="$REPO/tests/artifacts/vscode-trust"
+rm -rf "$TRUST_ARTIFACTS"
+mkdir -p "$TRUST_ARTIFACTS"
+log "running the workspace trust test"
+CODE_SERVER="$CODE_SERVER" E2E_DIR="$E2E_DIR" FABRIC_PYTHON="$FABRIC_PYTHON" ARTIFACTS="$TRUST_ARTIFACTS" \
+  node "$REPO/editors/tests/vscode/trust_e2e.mjs" || rc=$?
 log "done (exit $rc)"
 exit $rc

@@ -14,8 +14,19 @@ pytestmark = skip_unless_wanted
 
 
 @pytest.fixture(scope="module")
-def vscode_run() -> dict:
-    return run_e2e("run_vscode_e2e.sh", ["vscode"])["vscode"]
+def vscode_runs() -> dict:
+    return run_e2e("run_vscode_e2e.sh", ["vscode", "vscode-trust"])
+
+
+@pytest.fixture(scope="module")
+def vscode_run(vscode_runs: dict) -> dict:
+    return vscode_runs["vscode"]
+
+
+@pytest.fixture(scope="module")
+def trust_run(vscode_runs: dict) -> dict:
+    """editors/tests/vscode/trust_e2e.mjs: workspace trust on, a folder whose pyproject names a virtualenv."""
+    return vscode_runs["vscode-trust"]
 
 
 def test_every_step_ran(vscode_run: dict) -> None:
@@ -72,3 +83,23 @@ def test_missing_server_notification_names_interpreter_and_install_command(
     assert "fabric-ls is not installed in the interpreter" in text
     assert source in text
     assert "-m pip install fabric-ls" in text
+
+
+def test_restricted_mode_then_trust(trust_run: dict) -> None:
+    assert step_names(trust_run) == [
+        "code-server answers, workspace trust on",
+        "the folder opens in Restricted Mode",
+        "open the script",
+        "the extension starts the server and tells it the workspace is not trusted",
+        "the restricted-mode message says why the pyproject's python is ignored",
+        "untrusted: no FAB001 (run_config is not resolved) and nothing from the folder ran",
+        "Trust in the workspace trust editor restarts the server, trusted",
+        "trusted: FAB001 from the strategy read through the folder's virtualenv",
+    ]
+
+
+def test_restricted_mode_message_says_why_and_how(trust_run: dict) -> None:
+    message = trust_run["restrictedMessage"]
+    assert "not trusted" in message and ".tenv" in message and "Manage Workspace Trust" in message
+    assert "FAB001" not in trust_run["untrustedProblems"]
+    assert "FAB001" in trust_run["trustedProblems"] and "DeepSpeed" in trust_run["trustedProblems"]
