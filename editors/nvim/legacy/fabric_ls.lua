@@ -22,11 +22,12 @@ local function interpreter()
   return 'python3'
 end
 
--- A `python` named by a workspace's pyproject.toml runs only in folders you trust (see README.md):
-local trusted_roots = {} -- e.g. { vim.fn.expand('~/work/my-project') }
-
+-- A `python` named by a workspace's pyproject.toml runs only in folders you trust (see README.md),
+-- e.g. vim.g.fabric_ls_trusted_roots = { '~/work/my-project' } (a folder and everything under it).
 local function trusted(root)
-  for _, dir in ipairs(trusted_roots) do
+  root = vim.fs.normalize(root)
+  for _, folder in ipairs(vim.g.fabric_ls_trusted_roots or {}) do
+    local dir = vim.fs.normalize(vim.fn.fnamemodify(vim.fn.expand(folder), ':p')):gsub('/$', '')
     if root == dir or vim.startswith(root, dir .. '/') then
       return true
     end
