@@ -62,6 +62,9 @@ class ResolvedStrategy:
     precision: Optional[str] = None  # unified name, None when unknown
     unknown_reason: Optional[str] = None
     assumed: bool = False
+    # The declared strategy, standing for `fabric run --strategy` (not a what-if of the portability
+    # matrix): the CLI has created the processes, so `launch()` raises (fabric.py:990).
+    cli: bool = False
     # devices * num_nodes where both are constants (``fabric.world_size`` before launch).
     world_size: Optional[int] = None
     # Constructor problems: (rule, message args), in Lightning's order.

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import gc
+import io
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from typing import Optional
@@ -21,6 +23,11 @@ _INDENT = re.compile(r"[ \t]*")
 # Python's tokenizer ends lines at these only (``str.splitlines`` also splits at \x0c, \u2028, ...).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+_CLOSER_OF = {"(": ")", "[": "]", "{": "}"}
+# Tokens that carry no code: where a line's code ends is the end of its last other token.
+_NOT_CODE = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
 
 
 def split_lines(text: str) -> list[str]:
@@ -45,6 +52,9 @@ class ParsedSource:
     syntax_problem: Optional[SyntaxProblem] = None
     # Lines (0-based) replaced to make the rest parse.
     repaired_lines: set[int] = field(default_factory=set)
+    # Line (0-based) -> column (code points) where the repair put the brackets a half-typed call
+    # leaves open; the document itself has no such brackets.
+    closed_lines: dict[int, int] = field(default_factory=dict)
     # Names read by Fabric calls anywhere in the file (computed once by the interpreter).
     interesting_names: Optional[frozenset[str]] = None
 
@@ -64,7 +74,19 @@ class ParsedSource:
         end_col = getattr(node, "end_col_offset", None)
         start = self.col(line0, node.col_offset)  # type: ignore[attr-defined]
         end = self.col(end0, end_col) if end_col is not None else start
+        if end0 in self.closed_lines:
+            end = min(end, self.closed_lines[end0])
         return Span(line0, start, end0, end)
+
+    def unfinished(self, node: ast.AST) -> bool:
+        """Whether the node ends in a bracket the repair added: a call still being typed."""
+        end0 = (getattr(node, "end_lineno", None) or 0) - 1
+        end_col = getattr(node, "end_col_offset", None)
+        return (
+            end0 in self.closed_lines
+            and end_col is not None
+            and self.col(end0, end_col) > self.closed_lines[end0]
+        )
 
     def segment(self, node: ast.AST) -> str:
         """The source text of a node (``ast.get_source_segment`` re-splits the file on every call)."""
@@ -113,15 +135,22 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
         problem = SyntaxProblem(first_error, Span(0, 0, 0, 0))
     # Repairs work on "\n" endings: a placeholder after a bare "\r" must not merge two lines.
     work = [line.rstrip("\r\n") + "\n" if line.endswith(("\r", "\n")) else line for line in lines]
+    closed: Optional[dict[int, int]] = None
     repaired: set[int] = set()
     emptied: set[int] = set()
     for _ in range(_MAX_REPAIRS):
         try:
             tree = _try_parse("".join(work))
-            return ParsedSource(path, text, tree, lines, first_error, problem, repaired)
+            closed = closed or {}
+            return ParsedSource(path, text, tree, lines, first_error, problem, repaired | set(closed), closed)
         except SyntaxError as error:
             if not work:
                 break
+            if closed is None and (error.msg or "").endswith("was never closed"):
+                # Tokenizing costs more than a parse: only for a file that ends inside brackets.
+                closed = _close_brackets(work)
+                if closed:
+                    continue
             line0 = min(max((error.lineno or 1) - 1, 0), len(work) - 1)
             if line0 in emptied:
                 # The error sits on a line already emptied: a bracket opened earlier.
@@ -148,6 +177,63 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
             break
     empty = ast.Module(body=[], type_ignores=[])
     return ParsedSource(path, text, empty, lines, first_error, problem, repaired)
+
+
+def _close_brackets(work: list[str]) -> dict[int, int]:
+    """Close, in place, the brackets still open at the end of the file.
+
+    Returns each line changed and the column the closing brackets were put at.
+
+    An editor's last lines are often a call being typed: ``fabric.setup_optimizers(optimizer``.
+    A bracket opened on line L ends before the first later line that starts no deeper than L
+    does (and not with a closing bracket): that is where the typing went on with a new statement.
+    The closers go right after the last token of the line before, so no other code moves.
+    Nothing changes when the brackets that are closed do not match.
+    """
+    code_ends: dict[int, int] = {}  # line -> column where its last token ends
+    line_starts: dict[int, tuple[int, str]] = {}  # line -> column and text of its first token
+    open_brackets: list[tuple[str, int]] = []  # closer, line of the opener
+    try:
+        for token in tokenize.generate_tokens(io.StringIO("".join(work)).readline):
+            if token.type in _NOT_CODE:
+                continue
+            if token.type == tokenize.ERRORTOKEN and token.string[:1] in "\"'":
+                return {}  # an unterminated string: its brackets are text
+            line_starts.setdefault(token.start[0] - 1, (token.start[1], token.string))
+            code_ends[token.end[0] - 1] = token.end[1]
+            if token.string in _CLOSER_OF:
+                open_brackets.append((_CLOSER_OF[token.string], token.start[0] - 1))
+            elif token.string in (")", "]", "}"):
+                if not open_brackets or open_brackets[-1][0] != token.string:
+                    return {}
+                open_brackets.pop()
+    except (tokenize.TokenError, SyntaxError):
+        pass  # "EOF in multi-line statement": the case this repairs
+    if not open_brackets:
+        return {}
+    last_line = max(code_ends)
+    starting_lines = sorted(line_starts)
+    close_at: list[int] = []
+    for _, opened in open_brackets:
+        depth = len(work[opened]) - len(work[opened].lstrip(" \t"))
+        goes_on = next(
+            (
+                line
+                for line in starting_lines
+                if line > opened and line_starts[line][0] <= depth and line_starts[line][1][:1] not in ")]}"
+            ),
+            last_line + 1,
+        )
+        line = max(n for n in code_ends if n < goes_on)
+        # Inside a bracket closed earlier, close there too, so the brackets nest.
+        line = min([line] + [outer for outer in close_at if outer >= opened])
+        close_at.append(line)
+    for line in sorted(set(close_at)):
+        inner_first = reversed(list(zip(open_brackets, close_at)))
+        closers = "".join(closer for (closer, _), at in inner_first if at == line)
+        column = code_ends[line]
+        work[line] = work[line][:column] + closers + work[line][column:]
+    return {line: code_ends[line] for line in close_at}
 
 
 def _placeholder(line: str, work: list[str], line0: int) -> str:

@@ -25,11 +25,13 @@ The invariants (``examine``):
 from __future__ import annotations
 
 import ast
+import io
 import os
 import random
 import re
 import textwrap
 import time
+import tokenize
 import traceback
 import warnings
 from dataclasses import dataclass, field
@@ -364,14 +366,17 @@ def span_text(source: str, starts: list[int], span: Span) -> str:
     ]
 
 
-def code_problem(source: str, starts: list[int], span: Span) -> Optional[str]:
+def code_problem(source: str, starts: list[int], span: Span, being_typed: bool = False) -> Optional[str]:
     """Why the text under a finding's span is not a piece of Python code (an expression or a statement).
 
     Findings sit on ``ast`` nodes, so a span that is off by some columns or lines shows up as text
-    that does not parse on its own.
+    that does not parse on its own. In a file that does not parse (``being_typed``), a call whose
+    closing brackets are not typed yet counts as code once they are added, as the engine does.
     """
     # The engine reads NUL bytes as spaces (ast refuses them).
     text = span_text(source, starts, span).replace("\x00", " ")
+    if being_typed:
+        text = _with_brackets_closed(text)
     if (
         parses("(" + text + "\n)")
         or parses(textwrap.dedent(text))
@@ -379,6 +384,20 @@ def code_problem(source: str, starts: list[int], span: Span) -> Optional[str]:
     ):
         return None
     return f"the text under {span} is not code: {text!r}"
+
+
+def _with_brackets_closed(text: str) -> str:
+    closers = {"(": ")", "[": "]", "{": "}"}
+    still_open: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.OP and token.string in closers:
+                still_open.append(closers[token.string])
+            elif token.type == tokenize.OP and token.string in ")]}" and still_open:
+                still_open.pop()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return text + "".join(reversed(still_open))
 
 
 def _edit_offsets(source: str, starts: list[int], edits: Sequence[TextEdit]) -> list[tuple[int, int, str]]:
@@ -456,7 +475,7 @@ def examine(
         why = span_problem(source, starts, finding.span)
         # A call over several lines may hold a line blanked by the syntax-error repair.
         if not why and (analysis.syntax_error is None or finding.span.start_line == finding.span.end_line):
-            why = code_problem(source, starts, finding.span)
+            why = code_problem(source, starts, finding.span, being_typed=analysis.syntax_error is not None)
         if why:
             report.problems.append(Problem("span", f"{finding.code} finding: {why}"))
     if not check_fixes:

@@ -226,13 +226,12 @@ def test_strategy_setting_is_assumed_where_the_script_leaves_it_open(tmp_path):
         import torch
         from lightning.fabric import Fabric
         fabric = Fabric()
-        fabric.launch()
         model = fabric.setup_module(torch.nn.Linear(4, 2))
         optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
     """
     assert codes(check(tmp_path, source)) == []
     assumed = check(tmp_path, source, settings=Settings(strategy="deepspeed"))
-    assert codes(assumed) == [("FAB001", 6, "warning")]
+    assert codes(assumed) == [("FAB001", 5, "warning")]
 
 
 def test_user_strategy_subclass_in_another_module(tmp_path):

@@ -91,7 +91,10 @@ CHECK_ORDER: dict[str, tuple[str, ...]] = {
 
 def first_violation(event: CallEvent, wanted: frozenset[str]) -> Optional[tuple[str, Violation]]:
     """The first rule, in Lightning's order, that fires on this call."""
+    unfinished = event.parsed.unfinished(event.node)
     for rule in CHECK_ORDER.get(event.method, ()):
+        if unfinished and getattr(BY_ID[rule], "JUDGES_MISSING_ARGUMENTS", False):
+            continue  # the arguments it misses may be the ones still being typed
         violation = BY_ID[rule].check(event)
         if violation is not None:
             # A rule the user turned off still stops the call, as the real exception would.

@@ -10,6 +10,8 @@ from fabric_ls.values import Const, Obj
 
 RULE = "FAB023"
 METHODS = ("clip_gradients",)
+# Fires on arguments that are absent: not on a call whose closing bracket is not typed yet.
+JUDGES_MISSING_ARGUMENTS = True
 
 
 def _given(event: CallEvent, name: str, position: int) -> Optional[bool]:

@@ -1,4 +1,5 @@
-"""FAB017: ``launch`` given a non-function or a function without parameters.
+"""FAB017: ``launch`` given a non-function or a function without parameters, or called at all
+under ``fabric run`` (a declared strategy stands for it).
 
 A second ``launch()`` is not reported: the first one sets ``LOCAL_RANK``, after which
 the subprocess launcher treats the processes as created (checked by running lightning).
@@ -19,6 +20,9 @@ METHODS = ("launch",)
 
 
 def check(event: CallEvent) -> Optional[Violation]:
+    if event.strategy.cli:
+        # Checked first in launch() (fabric.py:990), whatever the function.
+        return Violation(event.node, {"problem": lightning_sentence(RULE, "launched through the CLI")})
     function = event.args[0] if event.args else event.keywords.get("function")
     if function is not None:
         # Only a value known not to be callable: what a script function returned (``main()``

@@ -10,6 +10,8 @@ from fabric_ls.strategies import uses_spawn_launcher
 
 RULE = "FAB006"
 METHODS = ("launch",)
+# Fires on arguments that are absent: not on a call whose closing bracket is not typed yet.
+JUDGES_MISSING_ARGUMENTS = True
 
 
 def check(event: CallEvent) -> Optional[Violation]:

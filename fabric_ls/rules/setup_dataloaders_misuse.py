@@ -11,6 +11,8 @@ from fabric_ls.values import SetupDataLoader
 
 RULE = "FAB015"
 METHODS = ("setup_dataloaders", "setup_optimizers")
+# Fires on arguments that are absent: not on a call whose closing bracket is not typed yet.
+JUDGES_MISSING_ARGUMENTS = True
 
 
 def check(event: CallEvent) -> Optional[Violation]:
