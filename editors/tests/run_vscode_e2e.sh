@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# End-to-end test of vscode-client/ in a real VS Code: builds the .vsix, installs it into code-server
-# 4.100.3 (VS Code 1.100.3), opens the example script in headless Chromium and checks the diagnostic,
-# the Problems panel, hover, the Ctrl+. quick fix, the restart command, the settings, the interpreter
-# choice (setting, else the Python extension's environment) and the "cannot start" message.
+# End-to-end test of vscode-client/ in a real VS Code: builds the .vsix (with the server bundled in it),
+# installs it into code-server 4.100.3 (VS Code 1.100.3), opens the example script in headless Chromium
+# and checks the diagnostic, the Problems panel, hover, the Ctrl+. quick fix, the restart command, the
+# settings, the interpreter choice (setting, else the Python extension's environment), the bundled server
+# in a bare virtualenv, fabricLs.importStrategy and the "needs Python 3.9" message.
 #
 # Installs what it needs, idempotently (a second run skips all installs):
 #   Debian: chromium, ripgrep, libkrb5-dev, build-essential (code-server's native modules), python3-venv
@@ -35,8 +36,25 @@ if ! XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version 2>/dev/null | grep -q
   XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version | grep -q "^$CODE_SERVER_VERSION " || die "code-server did not install"
 fi
 
+# A virtualenv with nothing but the standard library: the bundled server must run in it.
 BARE_VENV="$CACHE/bare-venv"
 [ -x "$BARE_VENV/bin/python" ] || python3 -m venv --without-pip "$BARE_VENV"
+
+# A Python older than 3.9, for the "needs Python 3.9" notification: a real one when this machine has one
+# (python3.8, or pyenv's), else a stand-in that answers the extension's probe as Python 3.8 would.
+OLD_PYTHON=""
+for candidate in $(command -v python3.8 python3.7 2>/dev/null) "$HOME"/.pyenv/versions/3.{8,7,6}*/bin/python; do
+  if [ -x "$candidate" ] && "$candidate" -c 'import sys; sys.exit(not sys.version_info < (3, 9))' 2>/dev/null; then
+    OLD_PYTHON=$candidate
+    break
+  fi
+done
+if [ -z "$OLD_PYTHON" ]; then
+  OLD_PYTHON="$CACHE/python3.8-stand-in"
+  printf '#!/bin/sh\necho "$0"\necho 3.8.18\nexit 4\n' >"$OLD_PYTHON"
+  chmod +x "$OLD_PYTHON"
+fi
+log "Python older than 3.9: $OLD_PYTHON"
 
 CLIENT="$REPO/vscode-client"
 ensure_npm_ci "$CLIENT"
@@ -72,7 +90,7 @@ README_SCREENSHOT=""
 log "running the browser test"
 rc=0
 CODE_SERVER="$CODE_SERVER" E2E_DIR="$E2E_DIR" WORKSPACE="$E2E_DIR/workspace" SCRIPT=deepspeed_separate_setup.py \
-  FABRIC_PYTHON="$FABRIC_PYTHON" BARE_PYTHON="$BARE_VENV/bin/python" ARTIFACTS="$ARTIFACTS" \
+  FABRIC_PYTHON="$FABRIC_PYTHON" BARE_PYTHON="$BARE_VENV/bin/python" OLD_PYTHON="$OLD_PYTHON" ARTIFACTS="$ARTIFACTS" \
   README_SCREENSHOT="$README_SCREENSHOT" node "$REPO/editors/tests/vscode/e2e.mjs" || rc=$?
 
 # Workspace trust on (the test above runs with --disable-workspace-trust): Restricted Mode, then Trust.

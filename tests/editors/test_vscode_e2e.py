@@ -34,15 +34,18 @@ def test_every_step_ran(vscode_run: dict) -> None:
         "code-server answers",
         "workbench loads with the folder",
         "open the example script",
-        "the server starts in the Python extension's active environment",
+        "the bundled server starts in the Python extension's active environment",
         "FAB001 squiggle on the setup_optimizers line",
         "Problems panel shows FAB001 from fabric-ls",
         "hover on the setup call shows the resolved strategy",
         "quick fix with Ctrl+. removes the diagnostic",
         "Fabric LS: Restart Server command restarts the server",
         "the settings editor lists the extension's settings with descriptions",
-        "setting fabricLs.interpreter to a Python without fabric-ls restarts and says how to install it",
+        "setting fabricLs.interpreter to a bare virtualenv runs the bundled server in it",
+        "undoing the fix brings FAB001 back from the server in the bare virtualenv",
+        "setting fabricLs.interpreter to a Python older than 3.9 says so",
         "clearing fabricLs.interpreter goes back to the Python extension's environment",
+        "fabricLs.importStrategy fromEnvironment runs the fabric-ls installed in the interpreter",
         "selecting another environment in the Python extension restarts the server in it",
     ]
 
@@ -69,20 +72,17 @@ def test_quick_fix_rewrote_the_file(vscode_run: dict) -> None:
     assert "fabric.setup(" in vscode_run["finalText"]
 
 
-@pytest.mark.parametrize(
-    ("key", "source"),
-    [
-        ("notification", "from the setting fabricLs.interpreter"),
-        ("pythonExtensionNotification", "the Python extension's active environment"),
-    ],
-)
-def test_missing_server_notification_names_interpreter_and_install_command(
-    vscode_run: dict, key: str, source: str
-) -> None:
-    text = vscode_run[key]
-    assert "fabric-ls is not installed in the interpreter" in text
-    assert source in text
-    assert "-m pip install fabric-ls" in text
+def test_the_server_runs_from_the_vsix_by_default(vscode_run: dict) -> None:
+    log = vscode_run["serverLog"]
+    assert "[client] server: fabric-ls bundled with the extension (" in log
+    assert "/bundled/libs)" in log
+
+
+def test_too_old_python_notification_names_the_interpreter_and_its_version(vscode_run: dict) -> None:
+    text = vscode_run["tooOldNotification"]
+    assert "needs Python 3.9 or newer" in text
+    assert "from the setting fabricLs.interpreter" in text
+    assert "pip install fabric-ls" not in text
 
 
 def test_restricted_mode_then_trust(trust_run: dict) -> None:

@@ -1,5 +1,6 @@
 import * as vscode from "vscode";
 import { spawn } from "node:child_process";
+import * as path from "node:path";
 import {
   CloseAction,
   type CloseHandlerResult,
@@ -14,10 +15,12 @@ import {
 } from "vscode-languageclient/node";
 import {
   activePythonEnvironment,
+  bundledLibs,
   chooseInterpreter,
   describeSource,
   expandInterpreterPath,
-  installCommand,
+  importStrategy,
+  installHint,
   type Interpreter,
   onPythonEnvironmentChanged,
   probeInterpreter,
@@ -32,8 +35,10 @@ let output: vscode.OutputChannel;
 // Starts and stops run one after another, never interleaved.
 let lifecycle: Promise<void> = Promise.resolve();
 let restartTimer: NodeJS.Timeout | undefined;
+let extensionPath = "";
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  extensionPath = context.extensionPath;
   output = vscode.window.createOutputChannel(CLIENT_NAME);
   context.subscriptions.push(
     output,
@@ -119,13 +124,29 @@ async function startClient(): Promise<void> {
     return;
   }
   output.appendLine(`[client] Python ${probe.version} at ${probe.executable}`);
+  // The bundled server, unless fromEnvironment picks a fabric-ls installed in the interpreter.
+  const bundled = bundledLibs(extensionPath);
+  const libs = bundled && (importStrategy(folder) === "useBundled" || !probe.installed) ? bundled : undefined;
+  if (!libs && !probe.installed) {
+    output.appendLine("[client] cannot start the server: fabric-ls is not installed there, and this build bundles none");
+    void reportStartFailure(interpreter, "not-installed", "");
+    return;
+  }
+  output.appendLine(
+    libs
+      ? `[client] server: fabric-ls bundled with the extension (${libs})`
+      : "[client] server: the fabric-ls installed in the interpreter",
+  );
+  // PYTHONPATH comes before site-packages: the bundled packages win over installed ones.
+  const pythonPath = libs ? [libs, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) : undefined;
+  const serverEnv = pythonPath ? { ...process.env, PYTHONPATH: pythonPath } : process.env;
 
   const fallbackPython = await pythonForImports(interpreter);
   const stderrTail: string[] = [];
   const serverOptions: ServerOptions = () => {
     const child = spawn(interpreter.command, ["-m", "fabric_ls", "--stdio"], {
       cwd: serverDirectory(folder),
-      env: { ...process.env, PYTHONUNBUFFERED: "1" },
+      env: { ...serverEnv, PYTHONUNBUFFERED: "1" },
       windowsHide: true,
     });
     // The client copies stderr into the output channel; keep the end for the failure message.
@@ -238,36 +259,24 @@ async function pythonForImports(interpreter: Interpreter): Promise<string> {
 
 async function reportStartFailure(interpreter: Interpreter, reason: string, detail: string): Promise<void> {
   const python = interpreter.command;
-  const install = installCommand(python);
   const tried = `the interpreter "${python}" (${describeSource(interpreter.source)})`;
+  const pickAnother = "Set fabricLs.interpreter to a Python 3.9 or newer, or select one with the Python extension.";
   let message: string;
   switch (reason) {
     case "not-found":
-      message = `Fabric LS could not start: ${tried} was not found. Set fabricLs.interpreter to a Python with fabric-ls, or install it there with: ${install}`;
+      message = `Fabric LS could not start: ${tried} was not found. ${pickAnother}`;
       break;
     case "not-installed":
-      message = `Fabric LS could not start: fabric-ls is not installed in ${tried}. Install it with: ${install}`;
+      message = `Fabric LS could not start: fabric-ls is not installed in ${tried}, and this build of the extension bundles no server. Install it there with: ${installHint(python)}`;
       break;
     case "too-old":
-      message = `Fabric LS could not start: ${tried} is ${detail}; fabric-ls needs Python 3.9 or newer. Set fabricLs.interpreter to a newer Python and install fabric-ls there with: <python> -m pip install fabric-ls`;
+      message = `Fabric LS could not start: ${tried} is ${detail}; fabric-ls needs Python 3.9 or newer. ${pickAnother}`;
       break;
     default:
-      message = `Fabric LS: the server stopped with ${tried}${detail ? `: ${detail}` : ""}. See the output for details; to reinstall fabric-ls there: ${install}`;
+      message = `Fabric LS: the server stopped with ${tried}${detail ? `: ${detail}` : ""}. See the output for details.`;
   }
-  const actions = reason === "not-found" || reason === "too-old" ? [] : ["Install fabric-ls"];
-  const choice = await vscode.window.showErrorMessage(message, ...actions, "Open Settings", "Show Output");
-  if (choice === "Install fabric-ls") {
-    const terminal = vscode.window.createTerminal({ name: "Install fabric-ls" });
-    terminal.show();
-    terminal.sendText(install);
-    const again = await vscode.window.showInformationMessage(
-      "When the install has finished, restart Fabric LS.",
-      "Restart Server",
-    );
-    if (again) {
-      await restart("after installing fabric-ls");
-    }
-  } else if (choice === "Open Settings") {
+  const choice = await vscode.window.showErrorMessage(message, "Open Settings", "Show Output");
+  if (choice === "Open Settings") {
     await vscode.commands.executeCommand("workbench.action.openSettings", "fabricLs.interpreter");
   } else if (choice === "Show Output") {
     output.show(true);

@@ -120,42 +120,61 @@ export function describeSource(source: InterpreterSource): string {
   }
 }
 
-/** The shell command that installs fabric-ls into `python`. */
-export function installCommand(python: string): string {
+/** Which fabric-ls runs: the copy bundled with the extension, or one installed in the interpreter. */
+export type ImportStrategy = "useBundled" | "fromEnvironment";
+
+export function importStrategy(folder?: vscode.WorkspaceFolder): ImportStrategy {
+  const value = vscode.workspace.getConfiguration("fabricLs", folder).get<string>("importStrategy", "useBundled");
+  return value === "fromEnvironment" ? "fromEnvironment" : "useBundled";
+}
+
+/**
+ * The extension's bundled/libs (fabric-ls and its pure-Python dependencies, put there by
+ * `npm run bundle-python`), or undefined in a build without it.
+ */
+export function bundledLibs(extensionPath: string): string | undefined {
+  const libs = path.join(extensionPath, "bundled", "libs");
+  return fs.existsSync(path.join(libs, "fabric_ls", "__main__.py")) ? libs : undefined;
+}
+
+/** How to install fabric-ls into `python`: it is not on a package index, so from a wheel or a checkout. */
+export function installHint(python: string): string {
   const quoted = /[\s"'$&()]/.test(python) ? `"${python.replace(/"/g, '\\"')}"` : python;
-  return `${quoted} -m pip install fabric-ls`;
+  return `${quoted} -m pip install <fabric-ls wheel or checkout>`;
 }
 
 export type ProbeResult =
-  | { ok: true; executable: string; version: string }
-  | { ok: false; reason: "not-found" | "not-installed" | "too-old" | "failed"; detail: string };
+  | { ok: true; executable: string; version: string; installed: boolean }
+  | { ok: false; reason: "not-found" | "too-old" | "failed"; detail: string };
 
-// Finds the package without importing it, so a probe costs a Python start-up only.
+// The version is checked before anything newer than Python 2 is used, so that any old Python reports
+// itself. fabric_ls is looked up without importing it: a probe costs a Python start-up only.
 const PROBE_SCRIPT = [
-  "import importlib.util, sys",
+  "import sys",
   "print(sys.executable)",
-  "print('%d.%d.%d' % sys.version_info[:3])",
-  "sys.exit(4 if sys.version_info < (3, 9) else 0 if importlib.util.find_spec('fabric_ls') else 3)",
+  "print('%d.%d.%d' % tuple(sys.version_info[:3]))",
+  "if sys.version_info < (3, 9): sys.exit(4)",
+  "import importlib.util",
+  "print('installed' if importlib.util.find_spec('fabric_ls') else 'missing')",
 ].join("\n");
 
 /**
- * Checks that `python` runs and can import fabric_ls, before the client is started. `cwd` is the
- * server's: Python puts it first on sys.path for `-c` as for `-m`, so a checkout there counts.
+ * Checks that `python` runs and is new enough, and whether it can import an installed fabric_ls,
+ * before the client is started. `cwd` is the server's: Python puts it first on sys.path for `-c` as
+ * for `-m`, so a checkout there counts as installed.
  */
 export function probeInterpreter(python: string, cwd?: string): Promise<ProbeResult> {
   return new Promise((resolve) => {
     const options = { cwd, timeout: 30_000, windowsHide: true };
     execFile(python, ["-c", PROBE_SCRIPT], options, (error, stdout, stderr) => {
-      const [executable = python, version = "?"] = stdout.trim().split(/\r?\n/);
+      const [executable = python, version = "?", found = ""] = stdout.trim().split(/\r?\n/);
       if (!error) {
-        resolve({ ok: true, executable, version });
+        resolve({ ok: true, executable, version, installed: found.trim() === "installed" });
         return;
       }
       const code = (error as { code?: number | string }).code;
       if (code === "ENOENT" || code === "EACCES") {
         resolve({ ok: false, reason: "not-found", detail: error.message });
-      } else if (code === 3) {
-        resolve({ ok: false, reason: "not-installed", detail: `Python ${version} at ${executable}` });
       } else if (code === 4) {
         resolve({ ok: false, reason: "too-old", detail: `Python ${version} at ${executable}` });
       } else {

@@ -12,13 +12,13 @@ export interface ServerSettings {
 export const SECTION = "fabricLs";
 
 /** Settings whose change needs a new server process (it runs in the chosen interpreter). */
-export const RESTART_SETTINGS = ["interpreter", "python", "strategy", "select", "ignore", "severity"].map(
+export const RESTART_SETTINGS = ["interpreter", "importStrategy", "python", "strategy", "select", "ignore", "severity"].map(
   (key) => `${SECTION}.${key}`,
 );
 
 /**
  * The server's settings for `scope`; only these keys are sent, so client-only settings
- * (`interpreter`, `trace`) never reach the server. `fallbackPython` is used when
+ * (`interpreter`, `importStrategy`, `trace`) never reach the server. `fallbackPython` is used when
  * `fabricLs.python` is empty.
  */
 export function serverSettings(scope: vscode.ConfigurationScope | undefined, fallbackPython = ""): ServerSettings {

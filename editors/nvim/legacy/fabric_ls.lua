@@ -1,6 +1,7 @@
 -- fabric-ls for Neovim 0.8–0.10 (also works on 0.11+, where lsp/fabric_ls.lua is the better fit).
 -- Paste into init.lua, or keep this file and `dofile('/path/to/fabric_ls.lua')` from init.lua.
--- The server must be installed in the interpreter: `<python> -m pip install fabric-ls`.
+-- The server must be importable in the interpreter: `<python> -m pip install /path/to/fabric-ls` (a
+-- checkout or a wheel; fabric-ls is not on PyPI), or a bundled folder on PYTHONPATH (editors/nvim/README.md).
 
 local settings = {
   fabricLs = {

@@ -6,9 +6,10 @@
 -- this folder's parent to the runtimepath and its plugin/fabric_ls.lua does that. Change any field
 -- with `vim.lsp.config('fabric_ls', { ... })`; see editors/nvim/README.md.
 --
--- The server runs as `<python> -m fabric_ls`, so fabric-ls must be installed in that interpreter
--- (`<python> -m pip install fabric-ls`). <python> is, first found: vim.g.fabric_ls_python, the
--- active virtual environment ($VIRTUAL_ENV), python3.
+-- The server runs as `<python> -m fabric_ls`, so fabric-ls must be importable there: installed from a
+-- wheel or a checkout (`<python> -m pip install /path/to/fabric-ls`), or any Python 3.9+ with a bundled
+-- folder on PYTHONPATH (`cmd_env`; see the README). fabric-ls is not on PyPI. <python> is, first found:
+-- vim.g.fabric_ls_python, the active virtual environment ($VIRTUAL_ENV), python3.
 
 local function interpreter()
   if vim.g.fabric_ls_python and vim.g.fabric_ls_python ~= '' then

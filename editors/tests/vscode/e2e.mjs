@@ -4,8 +4,9 @@
 //   E2E_DIR        a fresh folder for code-server's profile, with the extension installed in E2E_DIR/extensions
 //   WORKSPACE      the folder to open; it holds SCRIPT
 //   SCRIPT         the example script with a FAB001 seed error
-//   FABRIC_PYTHON  an interpreter with fabric-ls installed
-//   BARE_PYTHON    an interpreter without fabric-ls (the "cannot start" notification)
+//   FABRIC_PYTHON  an interpreter with fabric-ls installed (fabricLs.importStrategy fromEnvironment)
+//   BARE_PYTHON    a virtualenv without fabric-ls or any of its dependencies: it runs the bundled server
+//   OLD_PYTHON     a Python older than 3.9 (the "needs Python 3.9" notification)
 // The extensions folder also holds a stand-in for ms-python.python (python-extension-stand-in/), whose
 // active environment is FABRIC_PYTHON until its "Switch Environment" command makes it BARE_PYTHON.
 //   ARTIFACTS      where screenshots, logs and result.json go
@@ -32,6 +33,7 @@ const SCRIPT = env("SCRIPT");
 const ARTIFACTS = env("ARTIFACTS");
 const FABRIC_PYTHON = env("FABRIC_PYTHON");
 const BARE_PYTHON = env("BARE_PYTHON");
+const OLD_PYTHON = env("OLD_PYTHON");
 const SCRIPT_PATH = path.join(WORKSPACE, SCRIPT);
 const USER_DATA = path.join(E2E_DIR, "user-data");
 const SETTINGS_PATH = path.join(USER_DATA, "User", "settings.json");
@@ -106,6 +108,11 @@ function serverLog() {
   };
   walk(logs);
   return found.map((file) => fs.readFileSync(file, "utf8")).join("\n");
+}
+
+/** The client's last word on which fabric-ls it runs (bundled or installed). */
+function lastServerLine() {
+  return [...serverLog().matchAll(/\[client\] server: .*/g)].at(-1)?.[0] ?? "";
 }
 
 let page;
@@ -267,13 +274,17 @@ async function run() {
       return SCRIPT;
     });
 
-    await step("the server starts in the Python extension's active environment", async () => {
+    await step("the bundled server starts in the Python extension's active environment", async () => {
       await until("the client to log 'server started'", async () => serverLog().includes("[client] server started"), 60_000, 500);
       const chosen = serverLog().match(/\[client\] interpreter: .*/)?.[0] ?? "";
       if (chosen !== `[client] interpreter: ${FABRIC_PYTHON} (the Python extension's active environment)`) {
         throw new Error(`unexpected choice: ${chosen}`);
       }
-      return chosen;
+      const server = lastServerLine();
+      if (!server.includes("fabric-ls bundled with the extension")) {
+        throw new Error(`not the bundled server: ${server}`);
+      }
+      return `${chosen}; ${server}`;
     });
 
     let diagnosticLine = "";
@@ -373,18 +384,25 @@ async function run() {
       await page.locator(".settings-editor").waitFor({ state: "visible" });
       await page.waitForTimeout(500);
       await page.keyboard.type("@ext:fabric-ls.fabric-ls");
-      const count = await until("the count of the extension's settings", async () => {
+      // The count can lag behind the query (a stale count from a half-typed one): wait until the
+      // extension's own settings are listed and the count has stopped changing.
+      await page.locator('.settings-editor [data-key="fabricLs.interpreter"]').waitFor({ timeout: 15_000 });
+      let previous = "";
+      const count = await until("a settled count of the extension's settings", async () => {
         const shown = await page.locator(".settings-editor .settings-count-widget").innerText().catch(() => "");
-        return /\d+ Settings? Found/.test(shown) ? shown : "";
-      }, 15_000);
+        const settled = /\d+ Settings? Found/.test(shown) && shown === previous;
+        previous = shown;
+        return settled ? shown : "";
+      }, 15_000, 500);
       await page.keyboard.press("Escape");
-      // Each contributed setting: fabricLs.interpreter, python, strategy, select, ignore, severity, trace.server.
-      if (!count.startsWith("7 ")) {
-        throw new Error(`expected 7 settings, the settings editor says: ${count}`);
+      // Each contributed setting: fabricLs.interpreter, importStrategy, python, strategy, select, ignore,
+      // severity, trace.server.
+      if (!count.startsWith("8 ")) {
+        throw new Error(`expected 8 settings, the settings editor says: ${count}`);
       }
       await screenshot("settings");
       const description = await page.locator('.settings-editor [data-key="fabricLs.interpreter"] .setting-item-description').innerText();
-      if (!description.includes("fabric-ls must be installed")) {
+      if (!description.includes("it needs nothing installed")) {
         throw new Error(`unexpected description: ${description}`);
       }
       return `${count}; ${description}`;
@@ -400,6 +418,20 @@ async function run() {
       await input.fill(value);
       await page.keyboard.press("Tab");
     };
+    // An enum setting: the settings editor draws its own drop-down (keyboard and clicks, no native <select>).
+    const setImportStrategy = async (value) => {
+      await page.keyboard.press("Control+Comma");
+      await page.locator(".settings-editor").waitFor({ state: "visible" });
+      await page.locator(".settings-editor .settings-header .suggest-input-container").click();
+      await page.keyboard.press("Control+A");
+      await page.keyboard.type("fabricLs.importStrategy");
+      const select = page.locator('.settings-editor [data-key="fabricLs.importStrategy"] select');
+      await select.click();
+      const dropDown = page.locator(".monaco-select-box-dropdown-container");
+      await dropDown.waitFor({ state: "visible", timeout: 10_000 });
+      await dropDown.locator(".monaco-list-row", { hasText: value }).first().click();
+      await screenshot(`import-strategy-${value}`);
+    };
     const notification = async (...parts) => {
       let toast = page.locator(".notifications-toasts .notification-toast");
       for (const part of parts) {
@@ -409,45 +441,90 @@ async function run() {
       return (await toast.first().innerText()).replace(/\s+/g, " ");
     };
 
-    await step("setting fabricLs.interpreter to a Python without fabric-ls restarts and says how to install it", async () => {
+    const lastInterpreterLine = () => [...serverLog().matchAll(/\[client\] interpreter: .*/g)].at(-1)?.[0] ?? "";
+    const startsOn = async (description, change) => {
+      const before = startedCount();
+      await change();
+      await until(`the server to start again (${description})`, async () => startedCount() > before, 60_000, 500);
+      return `${lastInterpreterLine()}; ${lastServerLine()}`;
+    };
+
+    await step("setting fabricLs.interpreter to a bare virtualenv runs the bundled server in it", async () => {
       const restartsBefore = (serverLog().match(/\(re\)starting: settings changed/g) ?? []).length;
-      await setInterpreterSetting(BARE_PYTHON);
-      const text = await notification(`${BARE_PYTHON} -m pip install fabric-ls`, "from the setting fabricLs.interpreter");
-      await screenshot("not-installed-notification");
-      result.notification = text;
-      if (!text.includes(`fabric-ls is not installed in the interpreter "${BARE_PYTHON}"`)) {
-        throw new Error(`unexpected notification: ${text}`);
+      const log = await startsOn("bare virtualenv", () => setInterpreterSetting(BARE_PYTHON));
+      if (!log.includes(`${BARE_PYTHON} (from the setting fabricLs.interpreter)`) || !log.includes("bundled with the extension")) {
+        throw new Error(`unexpected start: ${log}`);
       }
       if ((serverLog().match(/\(re\)starting: settings changed/g) ?? []).length <= restartsBefore) {
-        throw new Error("the notification came without a restart on the settings change");
+        throw new Error("no restart logged for the settings change");
+      }
+      return log;
+    });
+
+    await step("undoing the fix brings FAB001 back from the server in the bare virtualenv", async () => {
+      await page.locator(".tabs-container .tab", { hasText: SCRIPT }).first().click();
+      const line = await textBox("fabric.setup(");
+      await page.mouse.click(line.cx, line.cy);
+      await page.keyboard.press("Escape");
+      await page.keyboard.press("Control+Z");
+      await page.locator(".monaco-editor .view-lines", { hasText: "setup_optimizers" }).waitFor({ timeout: 10_000 });
+      await until("the FAB001 squiggle again", async () => (await page.locator(squiggles).count()) > 0, 60_000);
+      const markers = await until("FAB001 in the Problems panel again", async () => {
+        const text = await markersText();
+        return text.includes("FAB001") ? text : "";
+      });
+      await screenshot("bare-virtualenv-diagnostic");
+      return markers.slice(0, 200);
+    });
+
+    await step("setting fabricLs.interpreter to a Python older than 3.9 says so", async () => {
+      await page.keyboard.press("Control+Comma");
+      await page.locator(".settings-editor").waitFor({ state: "visible" });
+      await setInterpreterSetting(OLD_PYTHON);
+      const text = await notification("needs Python 3.9 or newer", "from the setting fabricLs.interpreter");
+      await screenshot("too-old-notification");
+      result.tooOldNotification = text;
+      if (!text.includes(`the interpreter "${OLD_PYTHON}"`) || !/is Python (2|3\.[0-8])\.\d+ at /.test(text)) {
+        throw new Error(`unexpected notification: ${text}`);
       }
       return text;
     });
 
     await step("clearing fabricLs.interpreter goes back to the Python extension's environment", async () => {
-      const before = startedCount();
-      await setInterpreterSetting("");
-      await until("the server to start again", async () => startedCount() > before, 60_000, 500);
-      const chosen = [...serverLog().matchAll(/\[client\] interpreter: .*/g)].at(-1)?.[0] ?? "";
-      if (!chosen.includes(`${FABRIC_PYTHON} (the Python extension's active environment)`)) {
-        throw new Error(`unexpected choice: ${chosen}`);
+      const log = await startsOn("setting cleared", () => setInterpreterSetting(""));
+      if (!log.includes(`${FABRIC_PYTHON} (the Python extension's active environment)`)) {
+        throw new Error(`unexpected choice: ${log}`);
       }
-      return chosen;
+      return log;
+    });
+
+    await step("fabricLs.importStrategy fromEnvironment runs the fabric-ls installed in the interpreter", async () => {
+      const log = await startsOn("fromEnvironment", () => setImportStrategy("fromEnvironment"));
+      if (!log.includes(`${FABRIC_PYTHON} (the Python extension's active environment)`) || !log.includes("the fabric-ls installed in the interpreter")) {
+        throw new Error(`unexpected start: ${log}`);
+      }
+      const back = await startsOn("useBundled", () => setImportStrategy("useBundled"));
+      if (!back.includes("bundled with the extension")) {
+        throw new Error(`the default did not go back to the bundled server: ${back}`);
+      }
+      return `${log} | back: ${back}`;
     });
 
     await step("selecting another environment in the Python extension restarts the server in it", async () => {
-      await page.keyboard.press("F1");
-      await page.locator(".quick-input-widget input").waitFor({ state: "visible" });
-      await page.keyboard.type("Python Stand-in: Switch Environment");
-      await page.locator(".quick-input-list .monaco-list-row", { hasText: "Switch Environment" }).first().waitFor();
-      await page.keyboard.press("Enter");
-      const text = await notification(`${BARE_PYTHON} -m pip install fabric-ls`, "the Python extension's active environment");
-      await screenshot("python-extension-environment-switched");
-      result.pythonExtensionNotification = text;
+      const log = await startsOn("environment switched", async () => {
+        await page.keyboard.press("F1");
+        await page.locator(".quick-input-widget input").waitFor({ state: "visible" });
+        await page.keyboard.type("Python Stand-in: Switch Environment");
+        await page.locator(".quick-input-list .monaco-list-row", { hasText: "Switch Environment" }).first().waitFor();
+        await page.keyboard.press("Enter");
+      });
       if (!serverLog().includes("(re)starting: the Python extension's interpreter changed")) {
         throw new Error("no restart logged for the environment change");
       }
-      return text;
+      if (!log.includes(`${BARE_PYTHON} (the Python extension's active environment)`) || !log.includes("bundled with the extension")) {
+        throw new Error(`unexpected start: ${log}`);
+      }
+      return log;
     });
     result.ok = true;
   } finally {
