@@ -8,7 +8,8 @@ Python interpreter jedi reads packages from (the ``python`` setting). Where that
   (the client said ``workspaceTrusted: true``; ``check --trust-config``), and even then only if it is a
   Python interpreter: no scripts, no shells, nothing missing (see ``workspace_python_problem``).
 
-Nothing here runs a program; the check that does (jedi's ``safe=True``) lives in ``jedi_bridge``.
+Nothing here runs a program but ``python_for_check``, through ``jedi_bridge.safe_environment_problem``
+(jedi's ``safe=True``), and only for an interpreter ``--trust-config`` allows.
 """
 
 from __future__ import annotations
@@ -76,7 +77,11 @@ class WorkspaceTable:
 
 
 def filter_workspace_table(
-    table: Mapping[str, Any], source: str, trusted: bool, how_to_trust: str = HOW_TO_TRUST
+    table: Mapping[str, Any],
+    source: str,
+    trusted: bool,
+    how_to_trust: str = HOW_TO_TRUST,
+    subject: str = "this workspace",
 ) -> WorkspaceTable:
     """Drop the interpreter from a workspace settings table unless the workspace is trusted."""
     python = configured_python(table)
@@ -84,7 +89,7 @@ def filter_workspace_table(
         return WorkspaceTable(table)
     kept = {key: value for key, value in table.items() if key.replace("-", "_") not in PYTHON_KEYS}
     message = (
-        f"ignored `python = {python!r}` from {source}: this workspace is not trusted, and fabric-ls "
+        f"ignored `python = {python!r}` from {source}: {subject} is not trusted, and fabric-ls "
         f"runs no program a workspace names until it is; {how_to_trust}"
     )
     return WorkspaceTable(kept, python, message)
@@ -152,16 +157,20 @@ def python_for_check(paths: Sequence[str], trust_config: bool) -> tuple[Optional
             continue
         layer = workspace_config.SettingsLayer(config.path, config.table, os.path.dirname(config.path))
         resolved = workspace_config.layered_settings([layer])[0].python
-        if resolved and config.path not in [path for path, _, _ in named]:
+        if resolved and all(config.path != known for known, _, _ in named):
             named.append((config.path, written, resolved))
     if not named:
         return None, []
     config_path, written, python = named[0]
     if not trust_config:
         filtered = filter_workspace_table(
-            {"python": written}, config_path, trusted=False, how_to_trust=HOW_TO_TRUST_CHECK
+            {"python": written},
+            config_path,
+            trusted=False,
+            how_to_trust=HOW_TO_TRUST_CHECK,
+            subject="the checked repository",
         )
-        return None, [(filtered.message or "").replace("this workspace", "the checked repository")]
+        return None, [filtered.message or ""]
     notes = [f"using `python` from {config_path} (--trust-config): {python}"]
     if len(named) > 1:
         others = ", ".join(path for path, _, _ in named[1:])
