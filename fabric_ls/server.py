@@ -10,6 +10,7 @@ The server decides nothing about Fabric: findings come from ``engine``, text fro
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import inspect
 import itertools
@@ -23,7 +24,7 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from lsprotocol import types
 from lsprotocol.converters import get_converter
@@ -42,7 +43,7 @@ from fabric_ls import (
     trust,
     workspace_config,
 )
-from fabric_ls.model import Analysis, Finding
+from fabric_ls.model import Analysis, Finding, Origin
 from fabric_ls.settings import Settings
 from fabric_ls.strategies import MATRIX_NAMES
 
@@ -64,6 +65,23 @@ STOP, FOREGROUND, BACKGROUND = -1, 0, 1
 
 def _normal(path: str) -> str:
     return os.path.normcase(os.path.abspath(path))
+
+
+def _diagnostic_key(diagnostic: types.Diagnostic) -> tuple[int, int, int, int, str, str]:
+    """Where a diagnostic is and what it says: two with the same key show the same problem."""
+    start, end = diagnostic.range.start, diagnostic.range.end
+    return (start.line, start.character, end.line, end.character, str(diagnostic.code), diagnostic.message)
+
+
+def _analysed_version(diagnostic: types.Diagnostic) -> Optional[int]:
+    data = diagnostic.data
+    return data.get("version") if isinstance(data, dict) else None
+
+
+def _unique_sorted(diagnostics: Iterable[types.Diagnostic]) -> tuple[types.Diagnostic, ...]:
+    """Sorted by position, code and message; of identical ones (several paths reach one call) one."""
+    unique = {_diagnostic_key(diagnostic): diagnostic for diagnostic in reversed(list(diagnostics))}
+    return tuple(unique[key] for key in sorted(unique))
 
 
 @dataclass(frozen=True)
@@ -96,6 +114,8 @@ class Outcome:
     # What limited the analysis (time budget, jedi failures), and an unusable `python` setting.
     notes: tuple[str, ...] = ()
     environment_problem: Optional[str] = None
+    # Diagnostics this analysis found in other files (helper modules it calls), by the file's URI.
+    contributed: Mapping[str, tuple[types.Diagnostic, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -434,7 +454,11 @@ class AnalysisWorker:
     def _present(
         self, document: DocumentState, analysis: Analysis, environment_problem: Optional[str] = None
     ) -> Outcome:
-        """Keep the findings the user wants (select/ignore, noqa, severity "off") and convert them."""
+        """Keep the findings the user wants (select/ignore, noqa, severity "off") and convert them.
+
+        A finding in a helper module the script calls is shown twice: at the script's call that
+        leads there, and (in ``contributed``) at its own place under the module's URI.
+        """
         settings = document.settings
         own_path = _normal(document.path)
         findings: list[Finding] = []
@@ -447,29 +471,110 @@ class AnalysisWorker:
                 document.lines[line], finding.code
             ):
                 continue
-            record = self.record_for(finding.code)
-            diagnostic = lsp_convert.to_diagnostic(
-                finding,
-                document.lines,
-                self.encoding,
-                settings.severity_for(finding.code, finding.severity),
-                document.version,
-                docs_url=getattr(record, "docs_url", None) if record is not None else None,
-                related_lines=self._lines_of,
-            )
+            diagnostic = self._diagnostic(finding, document.lines, settings, document.version)
             if diagnostic is None:
                 continue
             findings.append(finding)
             diagnostics.append(diagnostic)
+        pairs = list(zip(findings, diagnostics))
+        contributed: dict[str, list[types.Diagnostic]] = {}
+        for finding in analysis.other_findings:
+            if not settings.wants(finding.code):
+                continue
+            at_call = self._at_call(document, finding)
+            if at_call is not None and not any(
+                _diagnostic_key(at_call[1]) == _diagnostic_key(taken) for _, taken in pairs
+            ):
+                pairs.append(at_call)
+            in_helper = self._in_helper(document, finding)
+            if in_helper is not None:
+                contributed.setdefault(in_helper[0], []).append(in_helper[1])
+        # Stable: the analysis's own findings keep their order where spans and codes tie.
+        pairs.sort(key=lambda pair: (pair[0].span, pair[0].code))
+        diagnostics = [diagnostic for _, diagnostic in pairs]
         return Outcome(
             document=document,
             analysis=analysis,
-            findings=tuple(findings),
+            findings=tuple(finding for finding, _ in pairs),
             diagnostics=tuple(diagnostics),
             result_id=lsp_convert.diagnostics_result_id(diagnostics, self._converter),
             dependencies=frozenset(_normal(path) for path in analysis.dependencies),
             notes=tuple(getattr(analysis, "notes", ()) or ()),
             environment_problem=environment_problem,
+            contributed={uri: _unique_sorted(found) for uri, found in sorted(contributed.items())},
+        )
+
+    def _at_call(
+        self, document: DocumentState, finding: Finding
+    ) -> Optional[tuple[Finding, types.Diagnostic]]:
+        """A finding in a helper module, shown at the call in ``document`` that leads there.
+
+        It carries no fix (the fix edits the helper module); ``# noqa`` on the call's line hides it.
+        """
+        via = finding.via
+        if via is None or _normal(via.path) != _normal(document.path):
+            return None
+        line = via.span.start_line
+        if 0 <= line < len(document.lines) and lsp_convert.is_suppressed(document.lines[line], finding.code):
+            return None
+        where = f"{os.path.basename(finding.path)}:{finding.span.start_line + 1}"
+        at_call = replace(
+            finding,
+            path=document.path,
+            span=via.span,
+            message=f"{finding.message} (in {where}, reached through this call)",
+            related=(Origin(finding.path, finding.span, f"the call in {where}"), *finding.related),
+            fix=None,
+            via=None,
+        )
+        diagnostic = self._diagnostic(at_call, document.lines, document.settings, document.version)
+        return None if diagnostic is None else (at_call, diagnostic)
+
+    def _in_helper(self, document: DocumentState, finding: Finding) -> Optional[tuple[str, types.Diagnostic]]:
+        """The helper module's URI and the finding as a diagnostic there, pointing back at the call.
+
+        Only for a module in the script's project (or open): a library the script calls is not
+        the user's to fix, and the diagnostic at the call already says what goes wrong there.
+        """
+        path = finding.path
+        open_document = next(
+            (state for state in self.documents() if _normal(state.path) == _normal(path)), None
+        )
+        root = _normal(document.project_key[0])
+        if open_document is None and not _normal(path).startswith(root.rstrip(os.sep) + os.sep):
+            return None
+        lines = self._lines_of(path)
+        if lines is None:
+            return None
+        back: tuple[Origin, ...] = ()
+        if finding.via is not None:
+            where = f"{os.path.basename(finding.via.path)}:{finding.via.span.start_line + 1}"
+            back = (Origin(finding.via.path, finding.via.span, f"reached from {where}"),)
+        in_helper = replace(finding, related=(*back, *finding.related), via=None)
+        # The version of the buffer the analysis read (None: the file on disk); the server shows the
+        # diagnostic only while the module is at that version, and the fix applies to it.
+        version = None
+        if open_document is not None:
+            project = self._projects.get(document.project_key)
+            version = project.overlay_versions.get(open_document.path) if project is not None else None
+        diagnostic = self._diagnostic(in_helper, lines, document.settings, version)
+        if diagnostic is None:
+            return None
+        uri = open_document.uri if open_document is not None else lsp_convert.path_to_uri(path)
+        return uri, diagnostic
+
+    def _diagnostic(
+        self, finding: Finding, lines: Sequence[str], settings: Settings, version: Optional[int]
+    ) -> Optional[types.Diagnostic]:
+        record = self.record_for(finding.code)
+        return lsp_convert.to_diagnostic(
+            finding,
+            lines,
+            self.encoding,
+            settings.severity_for(finding.code, finding.severity),
+            version,
+            docs_url=getattr(record, "docs_url", None) if record is not None else None,
+            related_lines=self._lines_of,
         )
 
     def warm_up(self) -> None:
@@ -561,8 +666,11 @@ class FabricLanguageServer(LanguageServer):
         self.outcomes: dict[str, Outcome] = {}
         # Documents whose last outcome may be out of date for a reason the version does not show.
         self.stale: set[str] = set()
-        self.published: dict[str, tuple[int, str]] = {}
+        self.published: dict[str, tuple[Optional[int], str]] = {}
         self.served: dict[str, str] = {}
+        # For each open document: the other files its last published analysis put diagnostics on.
+        self.contribution_targets: dict[str, frozenset[str]] = {}
+        self._converter = get_converter()
         self.reported_problems: set[str] = set()
         self.reported_notes: set[str] = set()
         self.config_ready: Optional[asyncio.Event] = None
@@ -830,18 +938,73 @@ class FabricLanguageServer(LanguageServer):
         if external and (previous is None or previous.analysis.fabric_sites != outcome.analysis.fabric_sites):
             self.request_refreshes(views=True)
         if self.pull_mode:
-            if external and self.served.get(uri) not in (None, outcome.result_id):
+            if external and self.served.get(uri) not in (None, self.view(uri)[2]):
                 self.request_refreshes(diagnostics=True)
-            return
-        stamp = (current.version, outcome.result_id)
+        else:
+            self.publish(uri, force)
+        self.share_contributions(uri, outcome)
+
+    def view(self, uri: str) -> tuple[Optional[int], list[types.Diagnostic], str]:
+        """What the client should show for ``uri`` (version, diagnostics, result id): the diagnostics
+        of its own analysis and those that open documents' analyses found in it (a helper module
+        they call). Identical ones are shown once, with every script's call as related information."""
+        document = self.document(uri)
+        own = self.outcomes.get(uri) if document is not None else None
+        shown: dict[tuple[Any, ...], types.Diagnostic] = {}
+        for diagnostic in own.diagnostics if own is not None else ():
+            shown.setdefault(_diagnostic_key(diagnostic), diagnostic)
+        for contributor in sorted(self.outcomes):
+            if contributor == uri:
+                continue
+            for diagnostic in self.outcomes[contributor].contributed.get(uri, ()):
+                if _analysed_version(diagnostic) != (document.version if document is not None else None):
+                    continue  # found in an older text of the module: the contributor's re-analysis follows
+                key = _diagnostic_key(diagnostic)
+                first = shown.get(key)
+                if first is None:
+                    shown[key] = diagnostic
+                elif own is None or first not in own.diagnostics:
+                    merged = copy.copy(first)
+                    related = list(first.related_information or [])
+                    merged.related_information = related + [
+                        info for info in diagnostic.related_information or [] if info not in related
+                    ]
+                    shown[key] = merged
+        # Stable: a document's own diagnostics keep the engine's order where positions and codes tie.
+        diagnostics = sorted(shown.values(), key=lambda diagnostic: _diagnostic_key(diagnostic)[:5])
+        version = own.document.version if own is not None else None
+        return version, diagnostics, lsp_convert.diagnostics_result_id(diagnostics, self._converter)
+
+    def publish(self, uri: str, force: bool = False) -> None:
+        """(Push mode.) Send ``view(uri)`` unless the client already has exactly that."""
+        document = self.document(uri)
+        own = self.outcomes.get(uri)
+        if document is not None and (own is None or own.document.key != document.key):
+            return  # the refresh scheduled with the document's change publishes, contributions included
+        version, diagnostics, result_id = self.view(uri)
+        stamp = (version, result_id)
         if not force and self.published.get(uri) == stamp:
             return
         self.published[uri] = stamp
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(
-                uri=uri, version=current.version, diagnostics=list(outcome.diagnostics)
-            )
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
         )
+
+    def share_contributions(self, uri: str, outcome: Optional[Outcome]) -> None:
+        """Bring up to date the files ``uri``'s analysis found problems in, now or before (None: closed)."""
+        targets = frozenset(outcome.contributed) if outcome is not None else frozenset()
+        previous = self.contribution_targets.get(uri, frozenset())
+        if outcome is None:
+            self.contribution_targets.pop(uri, None)
+        else:
+            self.contribution_targets[uri] = targets
+        for target in sorted(targets | previous):
+            if target == uri:
+                continue
+            if not self.pull_mode:
+                self.publish(target)
+            elif self.served.get(target) not in (None, self.view(target)[2]):
+                self.request_refreshes(diagnostics=True)
 
     def request_refreshes(self, diagnostics: bool = False, views: bool = False) -> None:
         """Ask the client to re-pull what changed behind its back (coalesced to one request each)."""
@@ -949,8 +1112,12 @@ async def _register(ls: FabricLanguageServer, registrations: list[types.Registra
 
 def on_did_open(ls: FabricLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
     document = params.text_document
-    if ls.track(document.uri, document.version, document.text, document.language_id) is not None:
+    state = ls.track(document.uri, document.version, document.text, document.language_id)
+    if state is not None:
         ls.schedule(document.uri)
+        # Scripts that call into it now read the buffer: what they find there gets its version.
+        for dependent in ls.dependents_of([state.path], exclude=document.uri):
+            ls.schedule(dependent, external=True)
 
 
 def on_did_change(ls: FabricLanguageServer, params: types.DidChangeTextDocumentParams) -> None:
@@ -986,7 +1153,9 @@ def on_did_close(ls: FabricLanguageServer, params: types.DidCloseTextDocumentPar
     dependents = ls.dependents_of([state.path], exclude=uri)
     ls.untrack(uri)
     if not ls.pull_mode:
-        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        # What open scripts found in it stays (as for any file they call); its own findings go.
+        ls.publish(uri, force=True)
+    ls.share_contributions(uri, None)
     # The buffer is gone: whoever imports it now reads the file on disk.
     for dependent in dependents:
         ls.schedule(dependent, external=True)
@@ -1044,18 +1213,15 @@ async def on_document_diagnostic(
     ls: FabricLanguageServer, params: types.DocumentDiagnosticParams
 ) -> types.DocumentDiagnosticReport:
     uri = params.text_document.uri
-    if ls.document(uri) is None:
-        return types.RelatedFullDocumentDiagnosticReport(items=[])
     await ls.wait_for_config()
-    outcome = await ls.outcome_for(uri)
-    if outcome is None:
+    if ls.document(uri) is not None and await ls.outcome_for(uri) is None:
         return types.RelatedFullDocumentDiagnosticReport(items=[])
-    ls.served[uri] = outcome.result_id
-    if params.previous_result_id == outcome.result_id:
-        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=outcome.result_id)
-    return types.RelatedFullDocumentDiagnosticReport(
-        items=list(outcome.diagnostics), result_id=outcome.result_id
-    )
+    # A file that is not open may still hold problems that open scripts reach through their calls.
+    _, diagnostics, result_id = ls.view(uri)
+    ls.served[uri] = result_id
+    if params.previous_result_id == result_id:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+    return types.RelatedFullDocumentDiagnosticReport(items=diagnostics, result_id=result_id)
 
 
 async def on_hover(ls: FabricLanguageServer, params: types.HoverParams) -> Optional[types.Hover]:
