@@ -1,7 +1,7 @@
 """Repositories written the way an attacker would: each one names a program in its pyproject.toml
 (``[tool.fabric-ls] python = ...``) or ships a virtualenv, and every program in it writes a marker file
-when it runs. Used by tests/test_trust.py (``check`` in a subprocess) and tests/lsp/test_trust.py (the
-server over stdio): after fabric-ls has looked at an untrusted repository, no marker may exist.
+when it runs. Used by tests/test_trust.py (``check`` in a subprocess) and tests/lsp/test_workspace_trust.py
+(the server over stdio): after fabric-ls has looked at an untrusted repository, no marker may exist.
 """
 
 from __future__ import annotations

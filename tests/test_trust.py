@@ -1,7 +1,7 @@
 """Workspace trust (issue 13): ``fabric-ls check`` runs no program a checked repository names, and ``--fix``
 writes nothing outside the checked folders, whatever symbolic links the repository holds.
 
-The server side is in tests/lsp/test_trust.py; the hostile repositories in tests/hostile_repos.py.
+The server side is in tests/lsp/test_workspace_trust.py; the hostile repositories in tests/hostile_repos.py.
 """
 
 from __future__ import annotations
