@@ -146,7 +146,8 @@ def _check(arguments: argparse.Namespace) -> int:
         python, trust_notes = trust.python_for_check(arguments.paths, arguments.trust_config)
         for note in trust_notes if not arguments.quiet else ():
             print(f"fabric-ls: warning: {note}", file=sys.stderr)
-    project_options = {"roots": roots, "python": python}
+    # No time limit on jedi: the same files give the same findings however busy the machine is.
+    project_options = {"roots": roots, "python": python, "jedi_timeout": None}
     tasks: list[FileTask] = []
     for path in iter_python_files(arguments.paths):
         if path not in arguments.paths and os.path.islink(path):

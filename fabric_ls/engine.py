@@ -120,7 +120,7 @@ def _analyze(
         analysis.notes.append(project.environment_problem)
 
     for merged in merge_findings(exploration, _span_of):
-        finding = _finding(merged, settings)
+        finding = _finding(merged, settings, parsed)
         if finding is None or _suppressed(merged.event.parsed, finding):
             continue
         if finding.path == path:
@@ -148,7 +148,9 @@ def _strategy_origins(state: FabricState) -> tuple[Origin, ...]:
     return tuple(origins)
 
 
-def _finding(merged: MergedFinding, settings: Settings) -> Optional[Finding]:
+def _finding(
+    merged: MergedFinding, settings: Settings, main: Optional[ParsedSource] = None
+) -> Optional[Finding]:
     record = get_record(merged.rule)
     event = merged.event
     state = event.fabric
@@ -179,6 +181,9 @@ def _finding(merged: MergedFinding, settings: Settings) -> Optional[Finding]:
     if severity == "off":
         return None
     path, span = _span_of(event, merged.violation)
+    via = None
+    if event.via is not None and main is not None:
+        via = Origin(main.path, main.span(event.via), f"leads to the call in {os.path.basename(path)}")
     return Finding(
         code=merged.rule,
         path=path,
@@ -189,6 +194,7 @@ def _finding(merged: MergedFinding, settings: Settings) -> Optional[Finding]:
         condition=merged.condition,
         related=_strategy_origins(state),
         fix=merged.violation.fix,
+        via=via,
     )
 
 

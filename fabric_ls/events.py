@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from fabric_ls.resolve_strategy import ResolvedStrategy
 from fabric_ls.source import ParsedSource
+from fabric_ls.trail import new_uid
 from fabric_ls.values import Value
 
 
@@ -30,6 +31,9 @@ class FabricState:
     parsed: Optional[ParsedSource] = None
     strategy_call: Optional[ast.Call] = None
     strategy_path: str = ""
+    uid: int = field(default_factory=new_uid)
+    # Where the object exists (a guard, fabric_ls.guards): a Fabric made on one side of a branch.
+    existence_guard: int = 1
 
 
 @dataclass
@@ -55,6 +59,8 @@ class CallEvent:
     # Source text that names the Fabric object here (``fabric``, ``self.fabric``).
     fabric_text: str = "fabric"
     extra: dict[str, Any] = field(default_factory=dict)
+    # The innermost call in the analysed script on the way here (for calls in other files).
+    via: Optional[ast.AST] = None
 
     @property
     def strategy(self) -> ResolvedStrategy:

@@ -1,23 +1,31 @@
-"""Run a program along every path worth taking, and merge what the runs saw.
+"""Run a program, fork only where a value must be one thing, and merge what the runs saw.
 
-Each run replays a prefix of decisions, then takes the first option at every new
-fork; the alternatives it passed become new prefixes. A finding's condition is
-the set of decisions under which it appears in *every* run below them.
+A run follows both sides of every undecided branch (fabric_ls.join) and records
+each Fabric call with the guard it happens under. Where a value must be one thing
+(the strategy of a ``Fabric(...)``), the run takes one option and the others become
+new runs, replayed from the same start (breadth first, the early forks first).
+
+A finding's guard is the union of the guards it fires under in every run. It is
+an error when that guard covers every combination of decisions the runs explored,
+leaving out the paths where the script itself stops (its own ``raise``/``sys.exit``)
+without firing it. The budget counts steps and runs, never time: the same input
+gives the same answer on any machine, under any load.
 """
 
 from __future__ import annotations
 
 import ast
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from fabric_ls.events import CallEvent, FabricState, Violation
+from fabric_ls.guards import FALSE, TRUE, Guards
 from fabric_ls.interpreter import (
-    Decision,
+    Checker,
     Decisions,
     FunctionRef,
+    Observed,
     Run,
     SharedAcrossRuns,
     StopRun,
@@ -28,28 +36,34 @@ from fabric_ls.project import Project
 from fabric_ls.source import ParsedSource
 from fabric_ls.values import ClassRef
 
-MAX_RUNS = 48
-# Wall-clock budget for all runs of one file; past it the analysis says it is incomplete.
-TIME_BUDGET_S = 1.5
-
-Checker = Callable[[CallEvent], Optional[tuple[str, Violation]]]
-
-
-@dataclass
-class RunFinding:
-    rule: str
-    violation: Violation
-    event: CallEvent
+# Runs of one root (the module, or one entry function nothing calls).
+MAX_RUNS = 64
+# Steps (statements and expressions evaluated) of all runs of one file.
+MAX_TOTAL_STEPS = 1_500_000
 
 
 @dataclass
 class RunRecord:
-    decisions: list[Decision]
-    findings: list[RunFinding]
-    fabrics: list[FabricState]
-    calls: list[CallEvent]
-    root_start: bool = False
-    exited: bool = False
+    root: int
+    observed: list[Observed]
+    fabric_records: list[tuple[FabricState, int]]
+    exit_guards: list[int]
+    # The combinations of decisions this run stands for (where it ended).
+    final_guard: int
+    # False when the step budget cut it short: its region is not known to be covered.
+    completed: bool
+
+    @property
+    def calls(self) -> list[CallEvent]:
+        return [observed.event for observed in self.observed]
+
+
+@dataclass
+class RootSummary:
+    """What the runs of one root covered, and where the script stops by itself."""
+
+    covered: int = FALSE
+    exits: int = FALSE
 
 
 @dataclass
@@ -57,9 +71,12 @@ class Exploration:
     """Everything the runs of one program saw."""
 
     runs: list[RunRecord] = field(default_factory=list)
+    roots: list[RootSummary] = field(default_factory=list)
     dependencies: set[str] = field(default_factory=set)
     incomplete: bool = False
     shared: SharedAcrossRuns = field(default_factory=SharedAcrossRuns)
+    guards: Guards = field(default_factory=Guards)
+    steps: int = 0
 
 
 def explore(
@@ -73,16 +90,13 @@ def explore(
     result = Exploration()
     reached: set[int] = set()
     roots: list[Optional[ast.AST]] = [None, *entry_functions(parsed)]
-    deadline = time.monotonic() + TIME_BUDGET_S
     for function in roots:
-        if time.monotonic() > deadline:
-            result.incomplete = True
-            break
         if function is not None and id(function) in reached:
             continue
-        _explore_root(
-            project, parsed, check, (assumed_strategy, force_strategy), function, result, reached, deadline
-        )
+        if result.steps >= MAX_TOTAL_STEPS:
+            result.incomplete = True
+            break
+        _explore_root(project, parsed, check, (assumed_strategy, force_strategy), function, result, reached)
     return result
 
 
@@ -94,47 +108,48 @@ def _explore_root(
     function: Optional[ast.AST],
     result: Exploration,
     reached: set[int],
-    deadline: float,
 ) -> None:
-    # Breadth first: the early forks (where strategies are usually chosen) are explored
-    # fully before the budget runs out on the late ones.
+    guards = result.guards
+    root = len(result.roots)
+    summary = RootSummary()
+    result.roots.append(summary)
     pending: deque[list[int]] = deque([[]])
     runs = 0
     while pending:
-        if runs >= MAX_RUNS or (runs and time.monotonic() > deadline):
+        if runs >= MAX_RUNS or result.steps >= MAX_TOTAL_STEPS:
             result.incomplete = True
             break
         prefix = pending.popleft()
         runs += 1
-        findings: list[RunFinding] = []
-        calls: list[CallEvent] = []
-
-        def on_call(
-            event: CallEvent, calls: list[CallEvent] = calls, findings: list[RunFinding] = findings
-        ) -> None:
-            calls.append(event)
-            verdict = check(event)
-            if verdict is not None:
-                findings.append(RunFinding(verdict[0], verdict[1], event))
-
         decisions = Decisions(prefix)
-        run = Run(project, parsed, decisions, on_call, assumed[0], assumed[1], result.shared)
+        run = Run(project, parsed, decisions, check, assumed[0], assumed[1], result.shared, guards)
+        completed = True
         try:
             if function is None:
                 run.run_module()
             else:
                 run.run_function(_function_ref(run, function), None)
         except StopRun:
-            pass
+            if run.exited:
+                run.exit_guards.append(run.guard)
+            else:
+                completed = False
+                result.incomplete = True
         except RecursionError:
+            completed = False
+            result.incomplete = True
+        result.steps += run.steps
+        if decisions.truncated:
             result.incomplete = True
         reached.update(run.executed_functions)
         result.dependencies.update(run.dependencies)
-        result.runs.append(
-            RunRecord(
-                list(decisions.taken), findings, run.fabrics, calls, root_start=runs == 1, exited=run.exited
-            )
-        )
+        record = RunRecord(root, run.observed, run.fabric_records, run.exit_guards, run.guard, completed)
+        result.runs.append(record)
+        if completed:
+            summary.covered = guards.or_(summary.covered, run.guard)
+        for exit_guard in run.exit_guards:
+            summary.exits = guards.or_(summary.exits, exit_guard)
+            summary.covered = guards.or_(summary.covered, exit_guard)
         for position in range(len(prefix), len(decisions.taken)):
             taken = decisions.taken[position]
             for alternative in range(1, taken.count):
@@ -155,112 +170,6 @@ def _function_ref(run: Run, node: ast.AST) -> FunctionRef:
 
 
 @dataclass
-class _Trie:
-    decision: Optional[Decision] = None
-    children: dict[int, "_Trie"] = field(default_factory=dict)
-    runs: list[int] = field(default_factory=list)
-
-
-def _build_trie(runs: list[RunRecord], members: list[int]) -> _Trie:
-    root = _Trie()
-    for run_index in members:
-        node = root
-        node.runs.append(run_index)
-        for decision in runs[run_index].decisions:
-            if decision.count <= 1:
-                continue
-            node.decision = decision
-            node = node.children.setdefault(decision.index, _Trie())
-            node.runs.append(run_index)
-    return root
-
-
-def cover(
-    trie: _Trie,
-    fires: set[int],
-    exited: frozenset[int] = frozenset(),
-    unexplored: Optional[list[bool]] = None,
-) -> list[list[tuple[Decision, int]]]:
-    """The decision paths under which every run fires: [] = never, [[]] = always.
-
-    Runs that ended at the script's own ``raise``/``sys.exit`` without firing do not
-    count against a finding: the script refuses to go on along them. Alternatives the
-    budget left unexplored do not count either; ``unexplored`` records that they existed.
-    """
-    counted = [run for run in trie.runs if run in fires or run not in exited]
-    if not any(run in fires for run in counted):
-        return []
-    if all(run in fires for run in counted):
-        if unexplored is not None and _has_unexplored(trie):
-            unexplored.append(True)
-        return [[]]
-    if trie.decision is None:
-        return []
-    result: list[list[tuple[Decision, int]]] = []
-    for index, child in sorted(trie.children.items()):
-        for path in cover(child, fires, exited, unexplored):
-            result.append([(trie.decision, index), *path])
-    return result
-
-
-def _has_unexplored(trie: _Trie) -> bool:
-    if trie.decision is None:
-        return False
-    if len(trie.children) < trie.decision.count:
-        return True
-    return any(_has_unexplored(child) for child in trie.children.values())
-
-
-def simplify(paths: list[list[tuple[Decision, int]]]) -> list[list[tuple[Decision, int]]]:
-    """Merge cases that differ only in one decision whose every option is present.
-
-    ``A and S=1 and Q`` or ``A and S=2 and Q`` (S has two options) becomes ``A and Q``.
-    """
-    # The trie keeps one Decision object per fork; only (key, chosen option) identifies a case.
-    decisions = {decision.key: decision for path in paths for decision, _ in path}
-    order = {key: n for n, key in enumerate(decisions)}
-    terms: list[dict[str, int]] = []
-    for path in paths:
-        term = {decision.key: index for decision, index in path}
-        if term not in terms:
-            terms.append(term)
-    changed = True
-    while changed:
-        changed = False
-        for term in terms:
-            for key in term:
-                rest = {k: v for k, v in term.items() if k != key}
-                siblings = [t for t in terms if key in t and {k: v for k, v in t.items() if k != key} == rest]
-                if len({t[key] for t in siblings}) == decisions[key].count:
-                    terms = [t for t in terms if t not in siblings]
-                    if rest not in terms:
-                        terms.append(rest)
-                    changed = True
-                    break
-            if changed:
-                break
-    # A case that contains another case adds nothing.
-    terms = [t for t in terms if not any(o is not t and o.items() <= t.items() for o in terms)]
-    return [[(decisions[k], t[k]) for k in sorted(t, key=order.__getitem__)] for t in terms]
-
-
-def describe(paths: list[list[tuple[Decision, int]]]) -> Optional[str]:
-    """Human text for a cover: None when unconditional."""
-    if paths == [[]] or not paths:
-        return None
-    paths = simplify(paths)
-    if paths == [[]]:
-        return None
-    parts = []
-    for path in paths[:4]:
-        parts.append(" and ".join(decision.descriptions[index] for decision, index in path))
-    text = " or ".join(parts)
-    if len(paths) > 4:
-        text += f" (and {len(paths) - 4} more cases)"
-    return text
-
-
-@dataclass
 class MergedFinding:
     rule: str
     violation: Violation
@@ -270,59 +179,66 @@ class MergedFinding:
     always: bool
 
 
+def _verdict_of(
+    exploration: Exploration, span_of: Callable[[CallEvent, Violation], tuple[str, Span]]
+) -> dict[tuple[str, str, Span], dict[int, list[tuple[int, Observed]]]]:
+    groups: dict[tuple[str, str, Span], dict[int, list[tuple[int, Observed]]]] = {}
+    for run in exploration.runs:
+        for observed in run.observed:
+            if observed.verdict is None:
+                continue
+            rule, violation = observed.verdict
+            path, span = span_of(observed.event, violation)
+            groups.setdefault((rule, path, span), {}).setdefault(run.root, []).append(
+                (observed.guard, observed)
+            )
+    return groups
+
+
 def merge_findings(
     exploration: Exploration, span_of: Callable[[CallEvent, Violation], tuple[str, Span]]
 ) -> list[MergedFinding]:
-    runs = exploration.runs
-    groups: dict[tuple[str, str, Span], list[tuple[int, RunFinding]]] = {}
-    for run_index, run in enumerate(runs):
-        for finding in run.findings:
-            path, span = span_of(finding.event, finding.violation)
-            groups.setdefault((finding.rule, path, span), []).append((run_index, finding))
+    guards = exploration.guards
     merged: list[MergedFinding] = []
-    trie_cache: dict[int, _Trie] = {}
-    for (rule, _path, _span), members in groups.items():
-        fires = {run_index for run_index, _ in members}
-        # Compare only with the runs of the same root (the run where it fired and its siblings).
-        root_members = _root_members(runs, min(fires))
-        key = root_members[0]
-        trie = trie_cache.get(key)
-        if trie is None:
-            trie = trie_cache[key] = _build_trie(runs, root_members)
-        exited = frozenset(i for i in root_members if runs[i].exited)
-        unexplored: list[bool] = []
-        paths = cover(trie, fires, exited, unexplored)
-        first = members[0][1]
-        strategies = []
-        for _, finding in members:
-            label = finding.event.fabric.strategy.label
+    for (rule, _path, _span), by_root in _verdict_of(exploration, span_of).items():
+        best: Optional[tuple[bool, Optional[str]]] = None
+        members: list[Observed] = []
+        for root, fired in sorted(by_root.items()):
+            summary = exploration.roots[root]
+            fires = guards.any_of([guard for guard, _ in fired])
+            members.extend(observed for _, observed in fired)
+            covered_all = guards.implies(guards.domain, summary.covered)
+            # Paths the script ends by itself without firing, and paths no run took, do not count.
+            dont_care = guards.or_(
+                guards.and_(summary.exits, guards.not_(fires)), guards.not_(summary.covered)
+            )
+            condition = guards.describe(fires, dont_care)
+            if condition == "never":
+                continue
+            always = condition is None and covered_all
+            if best is None or (always and not best[0]):
+                best = (always, condition)
+        if best is None:
+            continue
+        first = members[0]
+        assert first.verdict is not None
+        strategies: list[str] = []
+        for observed in members:
+            label = observed.event.fabric.strategy.label
             if label not in strategies:
                 strategies.append(label)
-        # "Always" only counts when every alternative on the way was run.
-        always = paths == [[]] and not unexplored
-        merged.append(MergedFinding(rule, first.violation, first.event, strategies, describe(paths), always))
+        merged.append(MergedFinding(rule, first.verdict[1], first.event, strategies, best[1], best[0]))
     return merged
-
-
-def _root_members(runs: list[RunRecord], index: int) -> list[int]:
-    """Runs of one root are contiguous and start with an empty-prefix run."""
-    start = index
-    while start > 0 and not runs[start].root_start:
-        start -= 1
-    end = index + 1
-    while end < len(runs) and not runs[end].root_start:
-        end += 1
-    return list(range(start, end))
 
 
 def site_conditions(
     exploration: Exploration,
 ) -> dict[tuple[str, int, int], list[tuple[FabricState, Optional[str]]]]:
     """For every Fabric(...) site, the strategies runs gave it and under which condition."""
-    runs = exploration.runs
-    by_site: dict[tuple[str, int, int], dict[str, tuple[FabricState, set[int]]]] = {}
-    for run_index, run in enumerate(runs):
-        for state in run.fabrics:
+    guards = exploration.guards
+    by_site: dict[tuple[str, int, int], dict[str, tuple[FabricState, int]]] = {}
+    for run in exploration.runs:
+        for state, guard in run.fabric_records:
             if state.node is None:
                 continue
             key = (state.path, state.node.lineno, state.node.col_offset)
@@ -331,29 +247,26 @@ def site_conditions(
             )
             entry = by_site.setdefault(key, {})
             if label in entry:
-                entry[label][1].add(run_index)
+                entry[label] = (entry[label][0], guards.or_(entry[label][1], guard))
             else:
-                entry[label] = (state, {run_index})
+                entry[label] = (state, guard)
     result: dict[tuple[str, int, int], list[tuple[FabricState, Optional[str]]]] = {}
     for key, labels in by_site.items():
+        reached = guards.any_of([guard for _, guard in labels.values()])
         items: list[tuple[FabricState, Optional[str]]] = []
-        for _label, (state, members) in labels.items():
-            if len(labels) == 1:
-                items.append((state, None))
-                continue
-            root = _root_members(runs, min(members))
-            trie = _build_trie(
-                runs,
-                [
-                    r
-                    for r in root
-                    if any(
-                        s.node is not None and (s.path, s.node.lineno, s.node.col_offset) == key
-                        for s in runs[r].fabrics
-                    )
-                ],
-            )
-            exited = frozenset(r for r in root if runs[r].exited)
-            items.append((state, describe(cover(trie, members, exited))))
+        for state, guard in labels.values():
+            condition = None if len(labels) == 1 else guards.describe(guard, guards.not_(reached))
+            items.append((state, None if condition == "never" else condition))
         result[key] = items
     return result
+
+
+__all__ = [
+    "Exploration",
+    "MergedFinding",
+    "RunRecord",
+    "TRUE",
+    "explore",
+    "merge_findings",
+    "site_conditions",
+]

@@ -1,9 +1,13 @@
 """Walk a script the way Python would, with abstract values, and report Fabric calls.
 
-One *run* executes the program once along one path. Where the path depends on
-something the source does not fix (an ``if`` on a CLI flag, a strategy choice),
-the run asks ``Decisions`` which way to go; ``explore.py`` re-runs with every
-combination and merges what the runs saw. Loops run their body once.
+One *run* executes the program once. Where the path depends on something the
+source does not fix (an ``if`` on a CLI flag, on ``torch.cuda.is_available()``),
+both sides run on one state (undone between them through ``fabric_ls.trail``) and
+are joined where they meet: a name bound differently becomes a ``Merged`` value
+whose options carry guards (``fabric_ls.guards``); Fabric calls are recorded with
+the guard they happen under. A run forks only where a value must be one thing
+(the strategy a ``Fabric(...)`` gets): it asks ``Decisions`` which option to take
+and ``explore.py`` runs the others. Loops run their body once.
 """
 
 from __future__ import annotations
@@ -11,15 +15,33 @@ from __future__ import annotations
 import ast
 import builtins
 import os
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from fabric_ls.events import CallEvent, FabricState, StatementPlace
+from fabric_ls.guards import FALSE, TRUE, DecisionInfo, Guards
+from fabric_ls.join import Break as _Break
+from fabric_ls.join import CannotMerge as _CannotMerge
+from fabric_ls.join import Continue as _Continue
+from fabric_ls.join import (
+    PendingReturn,
+    StopRun,
+    join_loop_exits,
+    join_returns,
+    resume_pending_return,
+    run_alternatives,
+    run_branches,
+    same,
+)
+from fabric_ls.join import Return as _Return
+from fabric_ls.join import SplitHere as _SplitHere
+from fabric_ls.join import condition_key as _condition_key
+from fabric_ls.join import static_truth as _static_truth
 from fabric_ls.project import Project, is_external
 from fabric_ls.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
 from fabric_ls.source import ParsedSource
 from fabric_ls.strategies import STRATEGY_CLASSES, is_subclass
+from fabric_ls.trail import Trail, new_uid
 from fabric_ls.values import (
     UNKNOWN,
     ArgOption,
@@ -34,6 +56,7 @@ from fabric_ls.values import (
     FabricObj,
     FunctionRef,
     Mapping,
+    Merged,
     ModelOutput,
     ModuleRef,
     Namespace,
@@ -86,25 +109,8 @@ MAX_STEPS = 40_000
 MAX_DEPTH = 10
 MAX_DECISIONS = 14
 MAX_EXPRESSION_DEPTH = 150
-# Paths of one summarised helper function.
-MAX_SUMMARY_PATHS = 4
-
-
-class StopRun(Exception):
-    """The run ends here (a ``raise``, ``sys.exit``, or the step budget)."""
-
-
-class _Return(Exception):
-    def __init__(self, value: Value) -> None:
-        self.value = value
-
-
-class _Break(Exception):
-    pass
-
-
-class _Continue(Exception):
-    pass
+# Nodes of the guard table (fabric_ls.guards) of one analysis: conditions past this are not followed.
+MAX_GUARD_NODES = 300_000
 
 
 @dataclass
@@ -112,25 +118,29 @@ class Decision:
     key: str
     index: int
     count: int
-    descriptions: tuple[str, ...]
 
 
 class Decisions:
     """Which way each fork goes in this run: replayed from ``prefix``, then the first option."""
 
+    # Whether choices made here narrow the run's guard (not in _NoForks).
+    narrows = True
+
     def __init__(self, prefix: list[int]) -> None:
         self.prefix = prefix
         self.taken: list[Decision] = []
+        # Past MAX_DECISIONS the other options are not explored: the analysis is incomplete.
+        self.truncated = False
 
-    def choose(self, key: str, descriptions: tuple[str, ...]) -> int:
+    def choose(self, key: str, count: int) -> int:
         position = len(self.taken)
         if position >= MAX_DECISIONS:
-            # Too many forks: follow the first option without exploring the others.
-            self.taken.append(Decision(key, 0, 1, descriptions))
+            self.truncated = True
+            self.taken.append(Decision(key, 0, 1))
             return 0
         index = self.prefix[position] if position < len(self.prefix) else 0
-        index = min(index, len(descriptions) - 1)
-        self.taken.append(Decision(key, index, len(descriptions), descriptions))
+        index = min(index, count - 1)
+        self.taken.append(Decision(key, index, count))
         return index
 
 
@@ -145,6 +155,7 @@ class ModuleEnv:
         self.globals: dict[str, Value] = {"__name__": Const(name), "__file__": Const(parsed.path)}
         self.executed = False
         self.imports: dict[str, str] = {}
+        self.uid = new_uid()
 
 
 @dataclass
@@ -162,10 +173,15 @@ class SharedAcrossRuns:
 
 
 class Frame:
-    def __init__(self, module: ModuleEnv, function: Optional[ast.AST] = None) -> None:
+    def __init__(
+        self, module: ModuleEnv, function: Optional[ast.AST] = None, trail: Optional[Trail] = None
+    ) -> None:
         self.module = module
         self.function = function
         self.locals: Optional[dict[str, Value]] = {} if function is not None else None
+        self.trail = trail
+        self.uid = new_uid()
+        self.pending_returns: list[PendingReturn] = []
 
     def lookup(self, name: str) -> Optional[Value]:
         if self.locals is not None and name in self.locals:
@@ -173,32 +189,67 @@ class Frame:
         return self.module.globals.get(name)
 
     def bind(self, name: str, value: Value) -> None:
-        if self.locals is not None:
-            self.locals[name] = value
+        if self.trail is None:
+            if self.locals is not None:
+                self.locals[name] = value
+            else:
+                self.module.globals[name] = value
+        elif self.locals is not None:
+            self.trail.set_item(self.locals, name, value, self)
         else:
-            self.module.globals[name] = value
+            self.trail.set_item(self.module.globals, name, value, self.module)
 
 
-EventSink = Callable[[CallEvent], None]
+# A rule check on one call: (rule, violation) or None.
+Checker = Callable[[CallEvent], Optional[tuple[str, Any]]]
+
+
+@dataclass
+class Observed:
+    """A Fabric call seen by a run, the guard it happens under and what the rules said."""
+
+    event: CallEvent
+    guard: int
+    verdict: Optional[tuple[str, Any]]
 
 
 class Run:
-    """One execution of a program along one path."""
+    """One execution of a program; both sides of undecided branches, joined."""
 
     def __init__(
         self,
         project: Project,
         main: ParsedSource,
         decisions: Decisions,
-        on_call: EventSink,
+        check: Checker,
         assumed_strategy: Optional[str] = None,
         force_strategy: bool = False,
         shared: Optional[SharedAcrossRuns] = None,
+        guards: Optional[Guards] = None,
     ) -> None:
         self.project = project
         self.main = main
         self.decisions = decisions
-        self.on_call = on_call
+        self.check = check
+        self.reporting = True
+        self.guards = guards if guards is not None else Guards()
+        # The combinations of decisions this point of the run is reached under.
+        self.guard = TRUE
+        self.trail = Trail()
+        self.try_depth = 0
+        # Statements being executed that can split on a value (see _exec_statement).
+        self.splittable = 0
+        # The innermost call of the analysed script being evaluated (CallEvent.via).
+        self.script_call: Optional[ast.Call] = None
+        # The innermost call being evaluated, and how many Fabric-free helpers are running.
+        self.call_node: Optional[ast.Call] = None
+        self.fabric_free_depth = 0
+        # Per loop being run: the sides that left its body early (break/continue), to join.
+        self.loop_exits: list[list[PendingReturn]] = []
+        # Logs: only grow; both sides of a branch keep what they added.
+        self.observed: list[Observed] = []
+        self.fabric_records: list[tuple[FabricState, int]] = []
+        self.exit_guards: list[int] = []
         self.assumed_strategy = assumed_strategy
         self.force_strategy = force_strategy
         # The run ended at the script's own ``raise``/``sys.exit``: a path the author rules out.
@@ -208,12 +259,9 @@ class Run:
         self.modules: dict[str, ModuleEnv] = {}
         self.shared = shared if shared is not None else SharedAcrossRuns()
         self.helper_modules = self.shared.helper_modules
-        self.bound_choices: dict[str, int] = {}
-        self.fabrics: list[FabricState] = []
         self.executed_functions: set[int] = set()
         self.dependencies: set[str] = set()
         self.places: list[StatementPlace] = []
-        self.summarizing = False
         # Context managers in force (``with fabric.init_module()``): dynamic, so helpers
         # called inside the ``with`` build their models under it too.
         self.contexts: list[ContextValue] = []
@@ -230,16 +278,17 @@ class Run:
 
     def define_module(self) -> None:
         """Run the module's top level for its definitions only: no forks, no reports."""
-        saved_decisions, saved_sink = self.decisions, self.on_call
-        self.decisions, self.on_call = _NoForks(), _ignore_call
+        saved_decisions, saved_reporting = self.decisions, self.reporting
+        self.decisions, self.reporting = _NoForks(), False
         try:
             self._exec_module(self.main_env)
         except StopRun:
             pass
         finally:
-            self.decisions, self.on_call = saved_decisions, saved_sink
-            self.fabrics.clear()
+            self.decisions, self.reporting = saved_decisions, saved_reporting
             self.executed_functions.clear()
+            self.exited = False
+            self.guard = TRUE
             self.steps = 0
 
     def run_function(self, function: FunctionRef, fabric: Optional[FabricState]) -> None:
@@ -265,7 +314,9 @@ class Run:
         )
         if self.assumed_strategy:
             assumed = resolve(FabricConfig(strategy_name=self.assumed_strategy, strategy_given=True))
-            strategy = ResolvedStrategy(**{**assumed.__dict__, "assumed": True})
+            strategy = ResolvedStrategy(
+                **{**assumed.__dict__, "assumed": True, "cli": not self.force_strategy}
+            )
         # Whoever passes it in has launched it, or it is single-device: do not guess FAB009.
         return FabricState(self.main.path, None, strategy, launched=True, escaped=True)  # type: ignore[arg-type]
 
@@ -273,7 +324,7 @@ class Run:
 
     def _exec_module(self, env: ModuleEnv) -> None:
         env.executed = True
-        frame = Frame(env)
+        frame = Frame(env, trail=self.trail)
         try:
             self._exec_block(env.parsed.tree.body, frame)
         except (_Return, _Break, _Continue):
@@ -294,21 +345,23 @@ class Run:
         self.helper_modules[path] = env
         # Helper modules run without forking or reporting: their top level defines things
         # (their own findings belong to their own analysis).
-        saved, saved_sink, saved_steps = self.decisions, self.on_call, self.steps
-        self.decisions, self.on_call = _NoForks(), _ignore_call
+        saved, saved_reporting, saved_steps = self.decisions, self.reporting, self.steps
+        saved_guard, saved_exited = self.guard, self.exited
+        self.decisions, self.reporting = _NoForks(), False
         try:
             self._exec_module(env)
         except StopRun:
             pass
         finally:
-            self.decisions, self.on_call, self.steps = saved, saved_sink, saved_steps
+            self.decisions, self.reporting, self.steps = saved, saved_reporting, saved_steps
+            self.guard, self.exited = saved_guard, saved_exited
         return env
 
     # ----- statements --------------------------------------------------------------
 
     def _tick(self) -> None:
         self.steps += 1
-        if self.steps > MAX_STEPS:
+        if self.steps > MAX_STEPS or self.guards.size > MAX_GUARD_NODES:
             raise StopRun()
 
     def _exec_block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -316,9 +369,42 @@ class Run:
             self._tick()
             self.places.append(StatementPlace(statement, body, index))
             try:
-                self._exec(statement, frame)
+                self._exec_statement(statement, frame)
             finally:
                 self.places.pop()
+
+    def _exec_statement(self, statement: ast.stmt, frame: Frame) -> None:
+        """Execute one statement; where it needs one option of several, once per option, joined."""
+        trail = self.trail
+        mark = trail.mark()
+        start_guard = self.guard
+        self.splittable += 1
+        try:
+            self._exec(statement, frame)
+            return
+        except _SplitHere as split:
+            trail.undo(mark)
+            self.guard = start_guard
+            key, options = split.key, split.guards
+        finally:
+            self.splittable -= 1
+            trail.release(mark)
+        guards, start = self.guards, self.guard
+        first = guards.and_(start, options[0])
+        rest = guards.and_(start, guards.any_of(options[1:]))
+        try:
+            run_branches(
+                self,
+                frame,
+                first,
+                lambda: self._exec_statement(statement, frame),
+                rest,
+                lambda: self._exec_statement(statement, frame),
+            )
+        except _CannotMerge:
+            # The sides cannot be one state: fork the run here (the other options are new runs).
+            self._fork(key, options, whole_run=True)
+            self._exec_statement(statement, frame)
 
     def _exec(self, node: ast.stmt, frame: Frame) -> None:
         handler = getattr(self, "_stmt_" + type(node).__name__, None)
@@ -417,18 +503,47 @@ class Run:
 
     def _stmt_If(self, node: ast.If, frame: Frame) -> None:
         test = self._eval(node.test, frame)
-        truth = self._truth(test, node.test, frame, fork=self._relevant(node, frame))
-        if truth is None:
+        split = self._split(test, node.test, frame, relevant=self._relevant(node, frame))
+        if split is None:
             return
-        self._exec_block(node.body if truth else node.orelse, frame)
+        if isinstance(split, bool):
+            self._exec_block(node.body if split else node.orelse, frame)
+            return
+        then_guard, else_guard = split
+        if not self.decisions.narrows:
+            # Definitions only (a helper module's top level): the first side, as Python's own
+            # ``if sys.version_info >= ...`` usually picks; no decision is recorded.
+            self._exec_block(node.body, frame)
+            return
+        if then_guard == FALSE or else_guard == FALSE:
+            self._exec_block(node.body if else_guard == FALSE else node.orelse, frame)
+            return
+        try:
+            run_branches(
+                self,
+                frame,
+                then_guard,
+                lambda: self._exec_block(node.body, frame),
+                else_guard,
+                lambda: self._exec_block(node.orelse, frame),
+            )
+        except _CannotMerge:
+            index = self._fork(_condition_key(node.test, frame), [then_guard, else_guard], whole_run=True)
+            self._exec_block(node.body if index == 0 else node.orelse, frame)
 
     def _loop_body(self, node: ast.stmt, body: list[ast.stmt], frame: Frame) -> None:
         if not self._relevant(node, frame):
             return
+        # A ``break``/``continue`` on one side of a branch ends the body there; joined at its end.
+        self.loop_exits.append([])
         try:
             self._exec_block(body, frame)
         except (_Break, _Continue):
             pass
+        finally:
+            exits = self.loop_exits.pop()
+        if exits:
+            join_loop_exits(self, exits)
 
     def _stmt_For(self, node: ast.For, frame: Frame) -> None:
         iterable = self._eval(node.iter, frame)
@@ -449,6 +564,8 @@ class Run:
         pushed = 0
         for item in node.items:
             value = self._eval(item.context_expr, frame)
+            if isinstance(value, Choice):
+                value = self._concrete(value)
             if isinstance(value, ContextValue):
                 self.contexts.append(value)
                 pushed += 1
@@ -463,14 +580,19 @@ class Run:
     _stmt_AsyncWith = _stmt_With
 
     def _stmt_Try(self, node: ast.Try, frame: Frame) -> None:
+        self.try_depth += 1
+        completed = False
         try:
             self._exec_block(node.body, frame)
+            completed = True
         except StopRun:
             if self.steps > MAX_STEPS:
                 raise
             # A raise inside ``try`` lands in a handler; we assume it is handled.
             self.exited = False
-        else:
+        finally:
+            self.try_depth -= 1
+        if completed:
             self._exec_block(node.orelse, frame)
         self._exec_block(node.finalbody, frame)
 
@@ -514,7 +636,7 @@ class Run:
         elif isinstance(target, ast.Attribute):
             owner = self._eval(target.value, frame)
             if isinstance(owner, Obj):
-                owner.attrs[target.attr] = value
+                self.trail.set_item(owner.attrs, target.attr, value, owner)
             elif isinstance(owner, Namespace):
                 pass
         elif isinstance(target, ast.Subscript):
@@ -522,7 +644,7 @@ class Run:
             key = self._eval(target.slice, frame)
             if isinstance(owner, Mapping) and isinstance(key, Const):
                 try:
-                    owner.items[key.value] = value
+                    self.trail.set_item(owner.items, key.value, value, owner)
                 except TypeError:
                     pass
 
@@ -544,6 +666,8 @@ class Run:
         for child in ast.walk(node):
             if isinstance(child, ast.Call):
                 func = child.func
+                if returns_count and _is_exit_call(func):
+                    return True
                 if isinstance(func, ast.Attribute) and (
                     func.attr in FABRIC_METHODS or func.attr in PARAMETER_METHODS
                 ):
@@ -580,7 +704,10 @@ class Run:
                     return True
             elif isinstance(child, (ast.Return, ast.Yield)) and returns_count:
                 return True
-            elif isinstance(child, (ast.Global, ast.Nonlocal)):
+            elif isinstance(child, (ast.Global, ast.Nonlocal)) or (
+                returns_count and isinstance(child, ast.Raise)
+            ):
+                # A branch that ends the program decides which paths reach the Fabric calls after it.
                 return True
         return False
 
@@ -602,36 +729,109 @@ class Run:
     # ----- truth and choices -------------------------------------------------------
 
     def _concrete(self, value: Value) -> Value:
-        """Resolve a Choice to one option in this run (forking the first time)."""
+        """Resolve a Choice to one option on this path (forking the run where several remain)."""
         while isinstance(value, Choice):
-            index = self.bound_choices.get(value.key)
-            if index is None:
-                index = self.decisions.choose(value.key, value.descriptions)
-                self.bound_choices[value.key] = index
+            index = self._fork(value.key, self._option_guards(value))
             value = value.options[index]
         return value
 
-    def _truth(self, value: Value, node: ast.AST, frame: Frame, fork: bool = True) -> Optional[bool]:
-        """The truth of a test in this run; None means: skip the statement."""
-        value = self._concrete(value)
-        if isinstance(value, Const):
-            try:
-                return bool(value.value)
-            except Exception:
-                return True
-        if isinstance(value, (FabricObj, FunctionRef, ClassRef, SetupModule, SetupOptimizer, StrategyObj)):
+    def _option_guards(self, choice: Choice) -> list[int]:
+        if isinstance(choice, Merged):
+            return list(choice.guards)
+        decision = self.guards.decision(
+            DecisionInfo(choice.key, choice.descriptions, choice.subject, choice.option_texts)
+        )
+        return [self.guards.option(decision, index) for index in range(len(choice.options))]
+
+    def _fork(self, key: str, option_guards: list[int], whole_run: bool = False) -> int:
+        """Take one of the options whose guard this path allows; the run forks if several do."""
+        guards = self.guards
+        feasible = [
+            index
+            for index, guard in enumerate(option_guards)
+            if guards.feasible(guards.and_(self.guard, guard))
+        ]
+        if not feasible:
+            return 0
+        if len(feasible) == 1:
+            index = feasible[0]
+        elif self.splittable and self.decisions.narrows and not whole_run:
+            raise _SplitHere(key, [option_guards[i] for i in feasible])
+        else:
+            index = feasible[self.decisions.choose(key, len(feasible))]
+        if self.decisions.narrows:
+            self.guard = guards.and_(self.guard, option_guards[index])
+        return index
+
+    def _split(self, value: Value, node: ast.AST, frame: Frame, relevant: bool = True) -> Any:
+        """How a test divides the paths: a bool when it is decided, else (then guard, else guard).
+
+        None means: the test is undecided and the statement is not worth following.
+        """
+        guards = self.guards
+        then_parts: list[int] = []
+        else_parts: list[int] = []
+        variable: Optional[int] = None
+        for guard, leaf in self._leaves(value, TRUE, 0):
+            truth = _static_truth(leaf)
+            if truth is None:
+                if not relevant:
+                    return None
+                if isinstance(leaf, Unknown) and leaf.key:
+                    own = self._value_variable(leaf)
+                else:
+                    if variable is None:
+                        variable = self._condition_variable(node, frame)
+                    own = variable
+                then_parts.append(guards.and_(guard, own))
+                else_parts.append(guards.and_(guard, guards.not_(own)))
+            elif truth:
+                then_parts.append(guard)
+            else:
+                else_parts.append(guard)
+        then_guard = guards.and_(self.guard, guards.any_of(then_parts))
+        else_guard = guards.and_(self.guard, guards.any_of(else_parts))
+        if not guards.feasible(else_guard):
             return True
-        if isinstance(value, Obj) and value.cls is not None:
-            return True
-        if not fork:
+        if not guards.feasible(then_guard):
+            return False
+        if not relevant:
             return None
+        return then_guard, else_guard
+
+    def _leaves(self, value: Value, guard: int, depth: int) -> list[tuple[int, Value]]:
+        """A value's plain options with the guard of each (Choices and Merged values flattened)."""
+        if not isinstance(value, Choice) or depth > 6:
+            return [(guard, value)]
+        found: list[tuple[int, Value]] = []
+        for option_guard, option in zip(self._option_guards(value), value.options):
+            combined = self.guards.and_(guard, option_guard)
+            if self.guards.feasible(self.guards.and_(self.guard, combined)):
+                found.extend(self._leaves(option, combined, depth + 1))
+        return found or [(guard, UNKNOWN)]
+
+    def _condition_variable(self, node: ast.AST, frame: Frame) -> int:
         text = frame.module.parsed.segment(node) or "condition"
         text = " ".join(text.split())
         if len(text) > 60:
             text = text[:57] + "..."
-        key = f"if:{frame.module.path}:{getattr(node, 'lineno', 0)}:{getattr(node, 'col_offset', 0)}"
-        index = self.decisions.choose(key, (f"`{text}`", f"not `{text}`"))
-        return index == 0
+        decision = self.guards.decision(
+            DecisionInfo(_condition_key(node, frame), (f"`{text}`", f"not `{text}`"))
+        )
+        return self.guards.option(decision, 0)
+
+    def _value_variable(self, leaf: Unknown) -> int:
+        """The truth of an unknown value that has an identity: one decision wherever it is tested."""
+        text = _short(leaf.text or "value", 60)
+        decision = self.guards.decision(DecisionInfo(f"truth:{leaf.key}", (f"`{text}`", f"not `{text}`")))
+        return self.guards.option(decision, 0)
+
+    def _truth(self, value: Value, node: ast.AST, frame: Frame, fork: bool = True) -> Optional[bool]:
+        """The truth of a test on this path (forking where it is undecided); None: skip."""
+        split = self._split(value, node, frame, relevant=fork)
+        if split is None or isinstance(split, bool):
+            return split
+        return self._fork(_condition_key(node, frame), list(split)) == 0
 
     # ----- expressions -------------------------------------------------------------
 
@@ -696,7 +896,9 @@ class Run:
                 class_value = _class_attribute(owner.cls, attr, self, frame)
                 if class_value is not None:
                     return class_value
-            return Unknown(text=frame.module.parsed.segment(node))
+            # The same unread attribute of the same object is the same unknown value.
+            key = f"attr:{id(owner.created_at)}.{attr}" if owner.created_at is not None else ""
+            return Unknown(text=frame.module.parsed.segment(node), key=key)
         if isinstance(owner, ClassRef):
             method = _class_method(owner, attr)
             if method is not None:
@@ -711,7 +913,10 @@ class Run:
                 return owner.inner
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Choice):
-            return Unknown(text=frame.module.parsed.segment(node))
+            # ``self.fabric.strategy`` where self.fabric is one of several: each option's attribute.
+            return self._lift(owner, lambda option: self._attribute(option, attr, node, frame))
+        if isinstance(owner, Unknown) and owner.key:
+            return Unknown(text=frame.module.parsed.segment(node), key=f"{owner.key}.{attr}")
         return Unknown(text=frame.module.parsed.segment(node))
 
     def _expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
@@ -783,7 +988,10 @@ class Run:
             # Both sides are plain values: keep the choice lazy; the run forks only if it is needed.
             body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
             text = _short(frame.module.parsed.segment(node.test))
-            fork = Choice(f"ifexp:{id(node)}", (body, orelse), (f"`{text}`", f"not `{text}`"))
+            key = f"truth:{test.key}" if isinstance(test, Unknown) and test.key else f"ifexp:{id(node)}"
+            if isinstance(test, Unknown) and test.key:
+                text = _short(test.text or text, 60)
+            fork = Choice(key, (body, orelse), (f"`{text}`", f"not `{text}`"))
 
             def pick(option: Value) -> Value:
                 if isinstance(option, Const):
@@ -797,7 +1005,12 @@ class Run:
         return self._eval(node.body if truth else node.orelse, frame)
 
     def _pure(self, node: ast.AST, frame: Frame) -> bool:
-        return not self._compute_relevance(node, frame, set())
+        # Cached by node like _relevant: what an expression can touch rarely depends on the path.
+        key = -id(node)
+        cached = self._relevance.get(key)
+        if cached is None:
+            cached = self._relevance[key] = self._compute_relevance(node, frame, set())
+        return not cached
 
     def _lift(self, choice: Choice, function: Callable[[Value], Value]) -> Choice:
         """The same choice (same key, same conditions) with ``function`` applied to each option."""
@@ -805,7 +1018,9 @@ class Run:
             self._lift(option, function) if isinstance(option, Choice) else function(option)
             for option in choice.options
         )
-        return Choice(choice.key, options, choice.descriptions)
+        if isinstance(choice, Merged):
+            return Merged(choice.key, options, choice.descriptions, guards=choice.guards)
+        return Choice(choice.key, options, choice.descriptions, choice.subject, choice.option_texts)
 
     def _expr_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Value:
         first = self._eval(node.values[0], frame)
@@ -954,11 +1169,31 @@ class Run:
     # ----- calls -------------------------------------------------------------------
 
     def _expr_Call(self, node: ast.Call, frame: Frame) -> Value:
+        if frame.module is not self.main_env:
+            return self._call_expression(node, frame)
+        saved, self.script_call = self.script_call, node
+        try:
+            return self._call_expression(node, frame)
+        finally:
+            self.script_call = saved
+
+    def _call_expression(self, node: ast.Call, frame: Frame) -> Value:
+        saved, self.call_node = self.call_node, node
+        try:
+            return self._call_dispatch(node, frame)
+        finally:
+            self.call_node = saved
+
+    def _call_dispatch(self, node: ast.Call, frame: Frame) -> Value:
         func = node.func
         # ``x.method(...)``: evaluate the receiver once, then dispatch.
         if isinstance(func, ast.Attribute):
             receiver = self._eval(func.value, frame)
-            receiver = self._concrete(receiver) if isinstance(receiver, Choice) else receiver
+            if isinstance(receiver, Choice):
+                variants = self._fabric_variants(receiver)
+                if variants is not None:
+                    return self._dispatch_fabric_call(receiver, variants, func.attr, node, frame)
+                receiver = self._concrete(receiver)
             if isinstance(receiver, FabricObj):
                 return self._fabric_call(receiver, func.attr, node, frame)
             callee = self._attribute(receiver, func.attr, func, frame)
@@ -1012,7 +1247,7 @@ class Run:
             _, keywords, _ = self._eval_args(node, frame)
             assign = keywords.get("assign")
             if attr == "to_empty" or (isinstance(assign, Const) and assign.value is True):
-                receiver.meta = False  # real tensors replace the meta ones
+                self.trail.set_attr(receiver, "meta", False)  # real tensors replace the meta ones
             return UNKNOWN
         if isinstance(receiver, SetupModule):
             self._eval_args(node, frame)
@@ -1021,7 +1256,8 @@ class Run:
             return ModelOutput(receiver.fabric) if attr in _TENSOR_RETURNING else Unknown()
         if isinstance(receiver, Seq) and attr in ("append", "extend", "insert"):
             args, _, _ = self._eval_args(node, frame)
-            receiver.items.extend(args[-1:] if attr != "extend" else _items(args[0]) if args else [])
+            added = args[-1:] if attr != "extend" else _items(args[0]) if args else []
+            self.trail.extend(receiver.items, list(added), receiver)
             return Const(None)
         if isinstance(receiver, Mapping) and attr == "get":
             args, _, _ = self._eval_args(node, frame)
@@ -1047,13 +1283,9 @@ class Run:
         if isinstance(callee, BoundMethod):
             args, keywords, opaque = self._eval_args(node, frame)
             args = [callee.receiver, *args]
-            if self._summarizable(callee.function, args, keywords):
-                return self._summarize(callee.function, args, keywords, opaque, node, frame)
             return self._call_function(callee.function, args, keywords, opaque=opaque)
         if isinstance(callee, FunctionRef):
             args, keywords, opaque = self._eval_args(node, frame)
-            if self._summarizable(callee, args, keywords):
-                return self._summarize(callee, args, keywords, opaque, node, frame)
             return self._call_function(callee, args, keywords, opaque=opaque)
         if isinstance(callee, ClassRef):
             return self._instantiate(callee, node, frame)
@@ -1075,7 +1307,7 @@ class Run:
         for value in [*args, *keywords.values()]:
             found.extend(_collect_params(value))
             if isinstance(value, FabricObj):
-                value.site.escaped = True
+                self.trail.set_attr(value.site, "escaped", True)
         outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput)]
         if outputs and not found:
             return outputs[0]
@@ -1085,7 +1317,15 @@ class Run:
         )
         meta = meta and self._meta_context(frame)
         place = self.places[-1] if self.places else None
-        return Obj(node, frame.module.path, meta=meta, params=tuple(found), name=name, created_place=place)
+        return Obj(
+            node,
+            frame.module.path,
+            meta=meta,
+            params=tuple(found),
+            name=name,
+            created_place=place,
+            existence_guard=self.guard,
+        )
 
     def _meta_context(self, frame: Frame) -> bool:
         """Does the innermost creation context put parameters on the meta device?"""
@@ -1111,28 +1351,72 @@ class Run:
         self.executed_functions.add(id(node))
         if self.depth >= MAX_DEPTH:
             return UNKNOWN
-        frame = Frame(function.module, node)
+        frame = Frame(function.module, node, self.trail)
         self._bind_params(node, frame, args, keywords, opaque, entry)
+        # A helper that touches nothing Fabric-related: its own conditions only decide what it
+        # returns, so they are summed up as "`f(...)` returns X" (see _summarize).
+        fabric_free = (
+            not entry and not isinstance(node, ast.Lambda) and not self._function_relevance(function)
+        )
+        decisions_before = len(self.guards.decisions)
+        call_node = self.call_node
+        self.fabric_free_depth += fabric_free
         self.depth += 1
+        result: Value = Const(None)
         try:
             if isinstance(node, ast.Lambda):
                 return self._eval(node.body, frame)
             self._exec_block(node.body, frame)  # type: ignore[attr-defined]
         except _Return as returned:
-            return returned.value
+            result = returned.value
         except (_Break, _Continue):
             pass
+        except StopRun:
+            if not (self.exited and frame.pending_returns):
+                raise
+            # This path ends the program; the sides that returned earlier go on.
+            self.exited = False
+            result = resume_pending_return(self, frame)
         finally:
             self.depth -= 1
-        return Const(None)
+            self.fabric_free_depth -= fabric_free
+        if frame.pending_returns:
+            result = join_returns(self, frame, result)
+        if fabric_free and isinstance(result, Choice) and len(self.guards.decisions) > decisions_before:
+            result = self._summarize(result, decisions_before, call_node, frame)
+        return result
+
+    def _summarize(
+        self, result: Choice, first_own: int, call_node: Optional[ast.Call], frame: Frame
+    ) -> Value:
+        """A Fabric-free helper's result, free of the helper's own conditions.
+
+        Where what it returns depends on its own tests (``torch.cuda.is_bf16_supported()``), one
+        decision per call stands for them: "`get_precision()` returns 'bf16-mixed'". Where it
+        depends only on the caller's decisions (its arguments), the result keeps those guards.
+        """
+        own = self.guards.variables_of_decisions(range(first_own, len(self.guards.decisions)))
+        leaves = self._leaves(result, TRUE, 0)
+        if not any(self.guards.support(guard) & own for guard, _ in leaves):
+            return result
+        distinct: list[Value] = []
+        for _, value in leaves:
+            if not any(same(value, known) for known in distinct):
+                distinct.append(value)
+        if len(distinct) == 1:
+            return distinct[0]
+        text = (
+            _short(frame.module.parsed.segment(call_node) if call_node is not None else "", 50) or "a helper"
+        )
+        descriptions = tuple(
+            f"`{text}` returns {value.value!r}"
+            if isinstance(value, Const)
+            else f"`{text}` returns another value"
+            for value in distinct
+        )
+        return Choice(f"summary:{id(call_node)}", tuple(distinct), descriptions)
 
     # ----- helpers summarised by their return values ----------------------------------
-
-    def _summarizable(self, function: FunctionRef, args: list[Value], keywords: dict[str, Value]) -> bool:
-        """A helper that touches nothing Fabric-related: only what it returns can matter."""
-        if isinstance(function.node, ast.Lambda) or self.depth >= MAX_DEPTH - 1:
-            return False
-        return not self._function_relevance(function)
 
     def _function_relevance(self, function: FunctionRef) -> bool:
         key = id(function.node)
@@ -1143,75 +1427,6 @@ class Run:
             cached = self._compute_relevance(function.node, frame, {key}, returns_count=False)
             self._function_relevant[key] = cached
         return cached
-
-    def _summarize(
-        self,
-        function: FunctionRef,
-        args: list[Value],
-        keywords: dict[str, Value],
-        opaque: bool,
-        node: ast.Call,
-        frame: Frame,
-    ) -> Value:
-        """Run a helper along each of its paths (bounded) and return what it can return.
-
-        Its forks stay inside: several constant results become one lazy Choice, so the
-        caller's run forks only where the value is needed (a precision, a strategy name).
-        """
-        key = _summary_key(function, node, args, keywords)
-        if key is not None and key in self.shared.summaries:
-            return self.shared.summaries[key]
-        if self.summarizing:
-            # Inside another summary: one path is enough (nested summaries multiply).
-            return self._call_on_one_path(function, args, keywords, opaque)
-        saved_decisions, saved_choices = self.decisions, self.bound_choices
-        pending: deque[list[int]] = deque([[]])
-        results: list[Value] = []
-        runs = 0
-        self.summarizing = True
-        try:
-            while pending and runs < MAX_SUMMARY_PATHS:
-                runs += 1
-                self.decisions = Decisions(pending.popleft())
-                self.bound_choices = dict(saved_choices)
-                try:
-                    results.append(self._call_function(function, list(args), dict(keywords), opaque=opaque))
-                except StopRun:
-                    if self.steps > MAX_STEPS:
-                        raise
-                    self.exited = False  # that path raises; the others are what callers see
-                taken = self.decisions.taken
-                for position in range(len(self.decisions.prefix), len(taken)):
-                    for alternative in range(1, taken[position].count):
-                        pending.append([d.index for d in taken[:position]] + [alternative])
-        finally:
-            self.decisions, self.bound_choices = saved_decisions, saved_choices
-            self.summarizing = False
-        merged = self._merge_results(results, node, frame)
-        if key is not None and _plain_result(merged):
-            self.shared.summaries[key] = merged
-        return merged
-
-    def _merge_results(self, results: list[Value], node: ast.Call, frame: Frame) -> Value:
-        distinct: list[Value] = []
-        for value in results:
-            if isinstance(value, Const):
-                if any(isinstance(d, Const) and _same_constant(d.value, value.value) for d in distinct):
-                    continue
-            elif any(d is value for d in distinct):
-                continue
-            distinct.append(value)
-        if not distinct:
-            raise StopRun()  # every path raises
-        if len(distinct) == 1:
-            return distinct[0]
-        text = " ".join(frame.module.parsed.segment(node).split())
-        if len(text) > 50:
-            text = text[:47] + "..."
-        if all(isinstance(d, Const) for d in distinct):
-            descriptions = tuple(f"`{text}` returns {d.value!r}" for d in distinct)  # type: ignore[attr-defined]
-            return Choice(f"summary:{id(node)}", tuple(distinct), descriptions)
-        return Unknown(text=text)
 
     def _bind_params(
         self,
@@ -1238,7 +1453,7 @@ class Run:
                     param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default
                 )
             else:
-                frame.bind(param.arg, Unknown(text=param.arg))
+                frame.bind(param.arg, Unknown(text=param.arg, key=f"param:{id(node)}:{param.arg}"))
         for param, default_node in zip(arguments.kwonlyargs, arguments.kw_defaults):
             if param.arg in keywords:
                 frame.bind(param.arg, keywords[param.arg])
@@ -1260,16 +1475,23 @@ class Run:
             return default
         shown = repr(default.value)
         key = f"param:{id(function)}:{name}"
+        if isinstance(default.value, bool):
+            # A flag: the other value that matters is its opposite.
+            return Choice(
+                key,
+                (default, Const(not default.value)),
+                (f"`{name}` left at its default {shown}", f"`{name}` is {not default.value!r}"),
+            )
         return Choice(
             key,
-            (default, Unknown(text=name)),
+            (default, Unknown(text=name, key=f"{key}:other")),
             (f"`{name}` left at its default {shown}", f"`{name}` given another value"),
         )
 
     def _instantiate(self, cls: ClassRef, node: ast.Call, frame: Frame) -> Value:
         lightning_base = _lightning_base(cls)
         if lightning_base in FABRIC_CLASSES:
-            return self._make_fabric(node, frame, user_class=cls.name)
+            return self._make_fabric(node, frame, user_class=cls.name, qualname=lightning_base)
         if lightning_base is not None and lightning_base.rsplit(".", 1)[-1] in STRATEGY_CLASSES:
             args, keywords, _ = self._eval_args(node, frame)
             return self._strategy_object(lightning_base, keywords, node, frame, user_class=cls.name)
@@ -1304,7 +1526,7 @@ class Run:
 
     def _external_call(self, qualname: str, node: ast.Call, frame: Frame) -> Value:
         if qualname in FABRIC_CLASSES:
-            return self._make_fabric(node, frame)
+            return self._make_fabric(node, frame, qualname=qualname)
         tail = qualname.rsplit(".", 1)[-1]
         if tail in STRATEGY_CLASSES and qualname.startswith(("lightning", "lightning_fabric")):
             args, keywords, _ = self._eval_args(node, frame)
@@ -1344,6 +1566,8 @@ class Run:
         if len(args) != 2:
             return UNKNOWN
         subject, classes = args
+        if isinstance(subject, Choice):
+            subject = self._concrete(subject)  # ``fabric.strategy`` of one of several Fabric objects
         if not isinstance(subject, (StrategyAttr, StrategyObj)):
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(subject, StrategyAttr):
@@ -1394,7 +1618,7 @@ class Run:
             choices: Optional[tuple[Value, ...]] = None
             if isinstance(choices_value, Seq) and all(isinstance(c, Const) for c in choices_value.items):
                 choices = tuple(choices_value.items)
-            parser.options[dest] = ArgOption(dest, flag, default, choices, node)
+            self.trail.set_item(parser.options, dest, ArgOption(dest, flag, default, choices, node), parser)
             return Const(None)
         if attr in ("parse_args", "parse_known_args"):
             namespace = Namespace(parser)
@@ -1405,12 +1629,21 @@ class Run:
 
     # ----- Fabric ------------------------------------------------------------------
 
-    def _make_fabric(self, node: ast.Call, frame: Frame, user_class: Optional[str] = None) -> Value:
+    def _make_fabric(
+        self,
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+        qualname: str = "lightning.fabric.Fabric",
+    ) -> Value:
         args, keywords, opaque = self._eval_args(node, frame)
         names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
         given = dict(zip(names, args))
         given.update({k: v for k, v in keywords.items() if k in names})
         config, provenance = self._fabric_config(given, opaque, frame)
+        # connector.py:191 accepts only strategy objects of the Fabric's own package.
+        package = "lightning_fabric" if qualname.startswith("lightning_fabric") else "lightning.fabric"
+        config = FabricConfig(**{**config.__dict__, "fabric_package": package})
         strategy = resolve(config)
         if self.assumed_strategy and (
             self.force_strategy
@@ -1430,7 +1663,9 @@ class Run:
                     script_dir=config.script_dir,
                 )
             )
-            strategy = ResolvedStrategy(**{**assumed.__dict__, "assumed": True})
+            strategy = ResolvedStrategy(
+                **{**assumed.__dict__, "assumed": True, "cli": not self.force_strategy}
+            )
         state = FabricState(
             frame.module.path,
             node,
@@ -1438,12 +1673,14 @@ class Run:
             provenance,
             place=self.places[-1] if self.places else None,
             parsed=frame.module.parsed,
+            existence_guard=self.guard,
         )
         strategy_value = self._concrete(given["strategy"]) if "strategy" in given else None
         if isinstance(strategy_value, StrategyObj):
             state.strategy_call = strategy_value.node
             state.strategy_path = strategy_value.path
-        self.fabrics.append(state)
+        if self.reporting:
+            self.trail.extend(self.fabric_records, [(state, self.guard)])
         fabric = FabricObj(state)
         self._emit(fabric, "Fabric", node, frame, args, keywords)
         return fabric
@@ -1560,17 +1797,66 @@ class Run:
             place,
             fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
             extra={"receiver": receiver},
+            via=self.script_call if frame.module is not self.main_env else None,
         )
-        self.on_call(event)
+        if self.reporting:
+            observed = Observed(event, self.guard, self.check(event))
+            self.trail.extend(self.observed, [observed])
         return event
 
-    def _fabric_call(self, fabric: FabricObj, method: str, node: ast.Call, frame: Frame) -> Value:
+    def _fabric_variants(self, receiver: Choice) -> Optional[list[tuple[int, FabricObj]]]:
+        """The Fabric objects a merged value may be on this path, when it is nothing else."""
+        leaves = self._leaves(receiver, TRUE, 0)
+        if len(leaves) < 2 or not all(isinstance(value, FabricObj) for _, value in leaves):
+            return None
+        return [(guard, value) for guard, value in leaves]  # type: ignore[misc]
+
+    def _dispatch_fabric_call(
+        self,
+        receiver: Choice,
+        variants: list[tuple[int, FabricObj]],
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+    ) -> Value:
+        """A call on one of several Fabric objects: each under its guard, joined; arguments once."""
+        evaluated = self._eval_args(node, frame)[:2] if method in FABRIC_METHODS else None
+        alternatives = [
+            (
+                self.guards.and_(self.guard, guard),
+                lambda fabric=fabric: self._fabric_call(  # type: ignore[misc]
+                    fabric, method, node, frame, evaluated, run_target=False
+                ),
+            )
+            for guard, fabric in variants
+        ]
+        result = run_alternatives(self, frame, alternatives)
+        if method == "launch" and evaluated is not None:
+            # The launched function runs once, with the Fabric it may be on this path.
+            args, keywords = evaluated
+            function = args[0] if args else keywords.get("function")
+            if isinstance(function, BoundMethod):
+                return self._call_function(function.function, [function.receiver, receiver, *args[1:]], {})
+            if isinstance(function, FunctionRef):
+                return self._call_function(function, [receiver, *args[1:]], {})
+        return result
+
+    def _fabric_call(
+        self,
+        fabric: FabricObj,
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+        evaluated: Optional[tuple[list[Value], dict[str, Value]]] = None,
+        run_target: bool = True,
+    ) -> Value:
         if method not in FABRIC_METHODS:
-            self._eval_args(node, frame)
+            if evaluated is None:
+                self._eval_args(node, frame)
             if method in ("init_tensor", "sharded_model", "rank_zero_first"):
                 return ContextValue("other", fabric)
             return Unknown(text=frame.module.parsed.segment(node))
-        args, keywords, _ = self._eval_args(node, frame)
+        args, keywords = evaluated if evaluated is not None else self._eval_args(node, frame)[:2]
         args = [self._concrete(a) if isinstance(a, Choice) else a for a in args]
         if method == "init_module":
             keywords = dict(keywords)
@@ -1584,7 +1870,7 @@ class Run:
                 empty_init = Const(truth)
             keywords["empty_init"] = empty_init
         self._emit(fabric, method, node, frame, args, keywords)
-        return self._effect(fabric, method, node, frame, args, keywords)
+        return self._effect(fabric, method, node, frame, args, keywords, run_target)
 
     def _effect(
         self,
@@ -1594,6 +1880,7 @@ class Run:
         frame: Frame,
         args: list[Value],
         keywords: dict[str, Value],
+        run_target: bool = True,
     ) -> Value:
         """What a Fabric call returns and changes, assuming it succeeded."""
         state = fabric.site
@@ -1602,10 +1889,10 @@ class Run:
             inner = module.inner if isinstance(module, SetupModule) else module
             if not isinstance(inner, Obj):
                 inner = Obj(node, frame.module.path)
-            inner.attrs["__setup__"] = Const(True)
+            self.trail.set_item(inner.attrs, "__setup__", Const(True), inner)
             if inner.setup_place is None:
-                inner.setup_place = self.places[-1] if self.places else None
-            state.models_setup += 1
+                self.trail.set_attr(inner, "setup_place", self.places[-1] if self.places else None)
+            self.trail.set_attr(state, "models_setup", state.models_setup + 1)
             wrapped: Value = SetupModule(inner, fabric, node)
             optimizers = args[1:] if method == "setup" else []
             if not optimizers:
@@ -1627,9 +1914,16 @@ class Run:
             return ContextValue("no_backward_sync", fabric)
         if method == "launch":
             function = args[0] if args else keywords.get("function")
-            state.launched = True
-            state.launch_count += 1
-            if isinstance(function, (FunctionRef, BoundMethod)):
+            if state.strategy.cli:
+                # fabric.py:990: under `fabric run` launch() raises, and its function never runs.
+                if isinstance(function, (FunctionRef, BoundMethod)):
+                    target = function.function if isinstance(function, BoundMethod) else function
+                    self.executed_functions.add(id(target.node))
+                self.exited = True  # as at the script's own `raise`: this path ends here
+                raise StopRun()
+            self.trail.set_attr(state, "launched", True)
+            self.trail.set_attr(state, "launch_count", state.launch_count + 1)
+            if run_target and isinstance(function, (FunctionRef, BoundMethod)):
                 rest = args[1:]
                 if isinstance(function, BoundMethod):
                     return self._call_function(function.function, [function.receiver, fabric, *rest], {})
@@ -1666,15 +1960,15 @@ _BUILTINS = frozenset(dir(builtins))
 _TENSOR_RETURNING = frozenset({"forward", "generate", "__call__", "training_step", "validation_step"})
 
 
-def _ignore_call(event: CallEvent) -> None:
-    return None
-
-
 class _NoForks(Decisions):
+    """Every undecided choice takes its first option, and the guard stays as it was."""
+
+    narrows = False
+
     def __init__(self) -> None:
         super().__init__([])
 
-    def choose(self, key: str, descriptions: tuple[str, ...]) -> int:
+    def choose(self, key: str, count: int) -> int:
         return 0
 
 
@@ -1798,6 +2092,7 @@ def _option_value(option: ArgOption) -> Value:
         if isinstance(default, Const):
             ordered.sort(key=lambda c: 0 if isinstance(c, Const) and c.value == default.value else 1)
         descriptions = []
+        texts = []
         for choice in ordered:
             shown = repr(choice.value) if isinstance(choice, Const) else "?"
             is_default = (
@@ -1805,11 +2100,18 @@ def _option_value(option: ArgOption) -> Value:
             )
             suffix = " (the default)" if is_default else ""
             descriptions.append(f"`{option.flag}` is {shown}{suffix}")
-        return Choice(key, tuple(ordered), tuple(descriptions))
+            texts.append(f"{shown}{suffix}")
+        return Choice(key, tuple(ordered), tuple(descriptions), f"`{option.flag}`", tuple(texts))
     if isinstance(default, Const):
+        # A boolean flag given on the command line is its opposite (``store_true``).
+        given: Value = (
+            Const(not default.value)
+            if isinstance(default.value, bool)
+            else Unknown(text=option.flag, key=f"{key}:given")
+        )
         return Choice(
             key,
-            (default, Unknown(text=option.flag)),
+            (default, given),
             (f"`{option.flag}` left at its default {default.value!r}", f"`{option.flag}` given"),
         )
     return Unknown(text=option.flag)
@@ -1878,26 +2180,6 @@ def _lightning_base(cls: ClassRef, depth: int = 0) -> Optional[str]:
     return None
 
 
-def _summary_key(
-    function: FunctionRef, node: ast.AST, args: list[Value], keywords: dict[str, Value]
-) -> Optional[tuple]:
-    parts: list[Any] = [id(function.node), id(node)]
-    for value in [*args, *(keywords[k] for k in sorted(keywords))]:
-        if isinstance(value, Const) and isinstance(value.value, (str, int, float, bool, type(None))):
-            parts.append((type(value.value).__name__, value.value))
-        elif isinstance(value, Unknown):
-            parts.append("?")
-        else:
-            return None
-    return (*parts, tuple(sorted(keywords)))
-
-
-def _plain_result(value: Value) -> bool:
-    if isinstance(value, Choice):
-        return all(_plain_result(option) for option in value.options)
-    return isinstance(value, (Const, Unknown))
-
-
 def _short(text: str, limit: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -1941,6 +2223,17 @@ def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
     return result
 
 
+def _is_exit_call(func: ast.AST) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in ("exit", "quit")
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("exit", "_exit")
+        and isinstance(func.value, ast.Name)
+        and func.value.id in ("sys", "os")
+    )
+
+
 def _looks_like_fabric_param(param: ast.arg) -> bool:
     annotation = param.annotation
     text = ""
@@ -1959,34 +2252,38 @@ def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
     definitions = [
         s for s in parsed.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     ]
-    using = {d.name for d in definitions if _mentions_fabric(d)}
+    facts = {id(d): _definition_facts(d) for d in definitions}
+    using = {d.name for d in definitions if facts[id(d)][0]}
     changed = True
     while changed:
         changed = False
         for definition in definitions:
-            if definition.name not in using and _names_loaded(definition) & using:
+            if definition.name not in using and facts[id(definition)][1] & using:
                 using.add(definition.name)
                 changed = True
     for statement in definitions:
         if isinstance(statement, ast.ClassDef):
             for inner in statement.body:
-                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                    _mentions_fabric(inner) or _names_loaded(inner) & using
-                ):
-                    yield inner
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    mentions, loaded = _definition_facts(inner)
+                    if mentions or loaded & using:
+                        yield inner
         elif statement.name in using:
             yield statement
 
 
-def _names_loaded(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-
-
-def _mentions_fabric(function: ast.AST) -> bool:
-    """A cheap syntactic test: does the body call Fabric's API or build a Fabric or strategy?"""
-    for node in ast.walk(function):
-        if isinstance(node, ast.Attribute) and (node.attr in FABRIC_METHODS or node.attr.endswith("Fabric")):
-            return True
-        if isinstance(node, ast.Name) and (node.id.endswith("Fabric") or node.id.endswith("Strategy")):
-            return True
-    return False
+def _definition_facts(definition: ast.AST) -> tuple[bool, set[str]]:
+    """One walk: does it use Fabric's API , and which names does it read?"""
+    mentions = False
+    loaded: set[str] = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loaded.add(node.id)
+            if node.id.endswith("Fabric") or node.id.endswith("Strategy"):
+                mentions = True
+        elif isinstance(node, ast.Attribute) and (
+            node.attr in FABRIC_METHODS or node.attr.endswith("Fabric")
+        ):
+            mentions = True
+    return mentions, loaded

@@ -14,7 +14,7 @@ from typing import Optional
 
 log = logging.getLogger(__name__)
 
-# A jedi call that takes longer than this is abandoned for the import-path fallback.
+# In the server, a jedi call that takes longer than this is abandoned for the import-path fallback.
 JEDI_TIMEOUT_S = 2.0
 
 
@@ -38,9 +38,13 @@ def _project(root: str, python: Optional[str]):  # type: ignore[no-untyped-def]
 class JediLocator:
     """Find a module's file with jedi, with a time limit and a cache."""
 
-    def __init__(self, root: str, python: Optional[str] = None) -> None:
+    def __init__(
+        self, root: str, python: Optional[str] = None, timeout: Optional[float] = JEDI_TIMEOUT_S
+    ) -> None:
         self.root = root
         self.python = python
+        # None: wait for jedi however long it takes (the CLI: an answer that does not depend on load).
+        self.timeout = timeout
         self._cache: dict[tuple[str, str], Optional[str]] = {}
         self.failures: list[str] = []
         # After one hang jedi is not used again: it is not thread-safe.
@@ -83,12 +87,10 @@ class JediLocator:
 
         thread = threading.Thread(target=work, daemon=True)
         thread.start()
-        thread.join(JEDI_TIMEOUT_S)
+        thread.join(self.timeout)
         if thread.is_alive():
             self.disabled = True
-            self.failures.append(
-                f"jedi took over {JEDI_TIMEOUT_S}s on `import {dotted}`; used the import path"
-            )
+            self.failures.append(f"jedi took over {self.timeout}s on `import {dotted}`; used the import path")
             return None
         return result[0]
 

@@ -117,6 +117,8 @@ class Finding:
     condition: Optional[str] = None
     related: Tuple[Origin, ...] = ()
     fix: Optional[Fix] = None
+    # For a finding in another file: the call in the analysed script that leads there.
+    via: Optional[Origin] = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Iterable, Optional
 
-from fabric_ls.jedi_bridge import JediLocator, environment_problem
+from fabric_ls.jedi_bridge import JEDI_TIMEOUT_S, JediLocator, environment_problem
 from fabric_ls.source import ParsedSource, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
@@ -52,8 +52,16 @@ class Project:
     ``set_overlay`` makes an unsaved editor buffer win over the file on disk.
     """
 
-    def __init__(self, roots: Iterable[str] = (), python: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        roots: Iterable[str] = (),
+        python: Optional[str] = None,
+        jedi_timeout: Optional[float] = JEDI_TIMEOUT_S,
+    ) -> None:
+        """``jedi_timeout``: the server bounds each lookup to stay responsive; the CLI passes None,
+        so its answer never depends on how busy the machine is."""
         self.roots = [os.path.abspath(str(r)) for r in roots]
+        self.jedi_timeout = jedi_timeout
         # A broken or missing environment is said once, then the server's own is used.
         self.environment_problem = environment_problem(python) if python else None
         self.python = None if self.environment_problem else python
@@ -117,14 +125,16 @@ class Project:
         root = self.root_for(from_path)
         locator = self._locators.get(root)
         if locator is None:
-            locator = self._locators[root] = JediLocator(root, self.python)
+            locator = self._locators[root] = JediLocator(root, self.python, self.jedi_timeout)
         return locator
 
     def find_module(self, dotted: str, from_path: str, level: int = 0) -> Optional[str]:
         """The file of a workspace module imported from ``from_path``, or None.
 
         Relative imports and folders near the script are tried first (cheap);
-        jedi finds the rest. Files outside the workspace are left alone.
+        jedi finds the rest: workspace modules, and helpers of installed third-party
+        packages in the chosen environment (read, never run). The packages fabric-ls
+        models (torch, lightning, the standard library) are never parsed.
         """
         if level == 0 and is_external(dotted):
             return None
@@ -145,16 +155,25 @@ class Project:
             if found:
                 return found
         found = self._locator(from_path).find_module(dotted, from_path)
-        if found and found.endswith(".py") and self._inside_workspace(found, from_path):
+        if found and found.endswith(".py") and self._followable(found, from_path):
             return found
         return None
 
-    def _inside_workspace(self, path: str, from_path: str) -> bool:
+    def _followable(self, path: str, from_path: str) -> bool:
         absolute = os.path.abspath(path)
-        if "site-packages" in absolute.split(os.sep):
-            return False
+        parts = absolute.split(os.sep)
+        for folder in ("site-packages", "dist-packages"):
+            if folder in parts:
+                # An installed package: follow it unless it is one we model by name, and only a
+                # module that can hold a Fabric helper (the rest cost time and change nothing).
+                package = parts[parts.index(folder) + 1] if parts.index(folder) + 1 < len(parts) else ""
+                return not is_external(os.path.splitext(package)[0]) and self._mentions_fabric(absolute)
         root = self.root_for(from_path)
         return absolute.startswith(root + os.sep)
+
+    def _mentions_fabric(self, path: str) -> bool:
+        parsed = self.read(path)
+        return parsed is not None and "fabric" in parsed.text.lower()
 
     def jedi_failures(self) -> list[str]:
         failures: list[str] = []

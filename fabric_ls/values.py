@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import ast
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from fabric_ls.model import Origin
-
-_ids = itertools.count(1)
+from fabric_ls.trail import uids as _ids
 
 
 class Evidence:
@@ -37,6 +35,9 @@ class Unknown(Value):
     reason: str = ""
     # Source text of the expression, for conditions ("`args.big`").
     text: str = ""
+    # What it is, where that is known (a parameter, an attribute of an object): tests of the
+    # same unknown value anywhere are one decision ("`hw.tpu`" in two helpers).
+    key: str = ""
 
 
 UNKNOWN = Unknown()
@@ -60,6 +61,21 @@ class Choice(Value):
     key: str
     options: tuple[Value, ...]
     descriptions: tuple[str, ...]
+    # For conditions that name several options at once: "`--strategy` is 'ddp' or 'fsdp'".
+    subject: Optional[str] = None
+    option_texts: Optional[tuple[str, ...]] = None
+
+
+@dataclass(eq=False)
+class Merged(Choice):
+    """What a place holds after two paths met: each option with the guard it holds under.
+
+    Made where both sides of an ``if`` ran on one state and bound a name (or an
+    attribute) differently; read lazily, like a Choice, but its options carry guards
+    (fabric_ls.guards) instead of being one decision's options.
+    """
+
+    guards: tuple[int, ...] = ()
 
 
 @dataclass(eq=False)
@@ -68,6 +84,7 @@ class Seq(Value):
 
     items: list[Value]
     is_tuple: bool = False
+    uid: int = field(default_factory=lambda: next(_ids))
 
 
 @dataclass(eq=False)
@@ -75,6 +92,7 @@ class Mapping(Value):
     """A dict literal with constant keys."""
 
     items: dict[Any, Value]
+    uid: int = field(default_factory=lambda: next(_ids))
 
 
 @dataclass(eq=False)
@@ -100,6 +118,8 @@ class Obj(Value):
     created_place: Any = None
     setup_place: Any = None
     uid: int = field(default_factory=lambda: next(_ids))
+    # Where the object exists (a guard, fabric_ls.guards): built on one side of a branch.
+    existence_guard: int = 1
 
 
 @dataclass(eq=False)
@@ -220,6 +240,7 @@ class ArgParser(Value):
     """An ``argparse.ArgumentParser`` and the options added so far."""
 
     options: dict[str, "ArgOption"] = field(default_factory=dict)
+    uid: int = field(default_factory=lambda: next(_ids))
 
 
 @dataclass

@@ -1,29 +1,66 @@
-"""How a finding's condition is worded: cases merged where every option of a decision fires."""
+"""Conditions are canonical guards (BDDs) and read as short sums of products."""
 
 from __future__ import annotations
 
-from fabric_ls.explore import describe, simplify
-from fabric_ls.interpreter import Decision
+from fabric_ls.guards import FALSE, TRUE, DecisionInfo, Guards
+
+STRATEGY = DecisionInfo(
+    "strategy",
+    ("`--strategy` is 'ddp'", "`--strategy` is 'deepspeed'", "`--strategy` is 'fsdp'"),
+    "`--strategy`",
+    ("'ddp'", "'deepspeed'", "'fsdp'"),
+)
 
 
-def _decision(key: str, options: int = 2) -> Decision:
-    return Decision(key, 0, options, tuple(f"{key}={n}" for n in range(options)))
+def _flag(guards: Guards, name: str) -> int:
+    return guards.option(guards.decision(DecisionInfo(name, (f"`{name}`", f"not `{name}`"))), 0)
+
+
+def test_equal_conditions_are_the_same_guard_and_contradictions_vanish():
+    guards = Guards()
+    tpu, compile_ = _flag(guards, "tpu"), _flag(guards, "compile")
+    assert guards.and_(tpu, compile_) == guards.and_(compile_, tpu)
+    assert guards.or_(tpu, guards.not_(tpu)) == TRUE
+    assert guards.and_(tpu, guards.not_(tpu)) == FALSE
 
 
 def test_a_decision_whose_every_option_fires_drops_out():
-    p, s, q = _decision("precision"), _decision("summary"), _decision("quantize")
-    paths = [[(p, 0), (s, 0), (q, 0)], [(p, 0), (s, 1), (q, 0)], [(p, 1), (q, 0)]]
-    assert [[(d.key, i) for d, i in case] for case in simplify(paths)] == [[("quantize", 0)]]
-    assert describe(paths) == "quantize=0"
+    guards = Guards()
+    strategy = guards.decision(STRATEGY)
+    tpu = _flag(guards, "tpu")
+    every_option = guards.any_of([guards.and_(guards.option(strategy, n), tpu) for n in range(3)])
+    assert guards.describe(every_option) == "`tpu`"
 
 
-def test_partial_options_stay_and_read_as_alternatives():
-    choice = _decision("strategy", options=3)
-    flag = _decision("flag")
-    paths = [[(choice, 0), (flag, 1)], [(choice, 2), (flag, 1)]]
-    assert describe(paths) == "strategy=0 and flag=1 or strategy=2 and flag=1"
+def test_options_of_one_decision_are_named_once():
+    guards = Guards()
+    strategy = guards.decision(STRATEGY)
+    tpu = _flag(guards, "tpu")
+    sharded = guards.or_(guards.option(strategy, 1), guards.option(strategy, 2))
+    assert guards.describe(sharded) == "`--strategy` is 'deepspeed' or 'fsdp'"
+    assert guards.describe(guards.and_(sharded, tpu)) == "`--strategy` is 'deepspeed' or 'fsdp' and `tpu`"
 
 
-def test_all_cases_covered_means_unconditional():
-    flag = _decision("flag")
-    assert describe([[(flag, 0)], [(flag, 1)]]) is None
+def test_always_is_a_tautology_and_impossible_combinations_are_not_listed():
+    guards = Guards()
+    strategy = guards.decision(STRATEGY)
+    ddp, deepspeed = guards.option(strategy, 0), guards.option(strategy, 1)
+    assert guards.describe(guards.any_of([guards.option(strategy, n) for n in range(3)])) is None
+    assert guards.describe(guards.and_(ddp, deepspeed)) == "never"
+
+
+def test_paths_that_do_not_count_are_dont_care():
+    guards = Guards()
+    tpu, resume = _flag(guards, "tpu"), _flag(guards, "resume")
+    # Fires where not tpu; the tpu paths end the program: the finding holds on every path that goes on.
+    assert guards.describe(guards.not_(tpu), dont_care=tpu) is None
+    assert guards.describe(guards.and_(guards.not_(tpu), resume), dont_care=tpu) == "`resume`"
+
+
+def test_at_most_three_clauses_then_a_count():
+    guards = Guards()
+    flags = [_flag(guards, f"f{n}") for n in range(5)]
+    text = guards.describe(guards.any_of([guards.and_(flags[n], flags[n + 1]) for n in range(4)]))
+    assert text is not None
+    assert text.endswith("(and 1 more cases)")
+    assert text.count(" or ") == 2

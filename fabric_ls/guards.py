@@ -1,0 +1,346 @@
+"""Conditions over the script's undecided inputs, as canonical boolean functions.
+
+A *decision* is one input the source does not fix: an argparse option, an entry
+parameter's default, the truth of ``if torch.cuda.is_available()``. A *guard* says
+under which combinations of decisions something happens. Guards are reduced
+ordered BDDs (one shared table per analysis), so equal conditions are the same
+integer, "always" is ``guard == TRUE`` and contradictions are ``FALSE``.
+
+A decision with two options is one variable (true = its first option); one with
+more options is a variable per option, and "exactly one of them" is a domain
+constraint that conditions treat as given (``Guards.domain``).
+
+``describe`` turns a guard into the text a person reads: an irredundant sum of
+products (Minato–Morreale ISOP, with everything outside the domain as don't-care),
+each decision named once per clause.
+
+We keep our own small ROBDD rather than depend on ``dd``: the guards have tens of
+variables at most, and the ~200 lines here avoid a dependency in the bundled server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+FALSE = 0
+TRUE = 1
+_TERMINAL_LEVEL = 1 << 30
+
+
+@dataclass(frozen=True)
+class DecisionInfo:
+    """What a person reads for one decision: its options' texts, and a subject if it has one."""
+
+    key: str
+    descriptions: tuple[str, ...]
+    # "`--strategy`" and "'ddp'", "'fsdp'": lets a clause say "`--strategy` is 'ddp' or 'fsdp'".
+    subject: Optional[str] = None
+    option_texts: Optional[tuple[str, ...]] = None
+
+
+class Guards:
+    """A shared BDD table plus the decisions its variables stand for."""
+
+    def __init__(self) -> None:
+        # Node n: (level, low, high); 0 and 1 are the terminals.
+        self._level: list[int] = [_TERMINAL_LEVEL, _TERMINAL_LEVEL]
+        self._low: list[int] = [0, 1]
+        self._high: list[int] = [0, 1]
+        self._unique: dict[tuple[int, int, int], int] = {}
+        self._ite_cache: dict[tuple[int, int, int], int] = {}
+        # Variable level → (decision index, option index or None for a two-option decision).
+        self._variables: list[tuple[int, Optional[int]]] = []
+        self.decisions: list[DecisionInfo] = []
+        self._decision_index: dict[str, int] = {}
+        # Decision index → the variable levels of its options.
+        self._decision_variables: list[list[int]] = []
+        self.domain = TRUE
+        self.operations = 0
+        self._feasible: dict[tuple[int, int], bool] = {}
+        self._support: dict[int, frozenset[int]] = {}
+
+    # ----- nodes ---------------------------------------------------------------------
+
+    def _node(self, level: int, low: int, high: int) -> int:
+        if low == high:
+            return low
+        key = (level, low, high)
+        found = self._unique.get(key)
+        if found is None:
+            found = len(self._level)
+            self._level.append(level)
+            self._low.append(low)
+            self._high.append(high)
+            self._unique[key] = found
+        return found
+
+    def _variable(self, level: int) -> int:
+        return self._node(level, FALSE, TRUE)
+
+    @property
+    def size(self) -> int:
+        return len(self._level)
+
+    # ----- decisions -----------------------------------------------------------------
+
+    def decision(self, info: DecisionInfo) -> int:
+        """Register a decision (once per key) and return its index."""
+        index = self._decision_index.get(info.key)
+        if index is not None:
+            return index
+        index = len(self.decisions)
+        self.decisions.append(info)
+        self._decision_index[info.key] = index
+        count = len(info.descriptions)
+        if count <= 2:
+            self._variables.append((index, None))
+            self._decision_variables.append([len(self._variables) - 1])
+        else:
+            levels = []
+            for option in range(count):
+                self._variables.append((index, option))
+                levels.append(len(self._variables) - 1)
+            self._decision_variables.append(levels)
+            self.domain = self.and_(self.domain, self._exactly_one(levels))
+        return index
+
+    def option(self, decision: int, option: int) -> int:
+        """The guard "decision takes this option"."""
+        levels = self._decision_variables[decision]
+        if len(levels) == 1:
+            variable = self._variable(levels[0])
+            return variable if option == 0 else self.not_(variable)
+        return self._variable(levels[option])
+
+    def _exactly_one(self, levels: list[int]) -> int:
+        result = FALSE
+        for chosen in levels:
+            term = TRUE
+            for level in levels:
+                literal = self._variable(level)
+                term = self.and_(term, literal if level == chosen else self.not_(literal))
+            result = self.or_(result, term)
+        return result
+
+    # ----- operations ----------------------------------------------------------------
+
+    def ite(self, f: int, g: int, h: int) -> int:
+        if f == TRUE:
+            return g
+        if f == FALSE:
+            return h
+        if g == h:
+            return g
+        if g == TRUE and h == FALSE:
+            return f
+        key = (f, g, h)
+        found = self._ite_cache.get(key)
+        if found is not None:
+            return found
+        self.operations += 1
+        level = min(self._level[f], self._level[g], self._level[h])
+        f0, f1 = self._cofactors(f, level)
+        g0, g1 = self._cofactors(g, level)
+        h0, h1 = self._cofactors(h, level)
+        result = self._node(level, self.ite(f0, g0, h0), self.ite(f1, g1, h1))
+        self._ite_cache[key] = result
+        return result
+
+    def _cofactors(self, node: int, level: int) -> tuple[int, int]:
+        if self._level[node] != level:
+            return node, node
+        return self._low[node], self._high[node]
+
+    def not_(self, f: int) -> int:
+        if f <= TRUE:
+            return 1 - f
+        return self.ite(f, FALSE, TRUE)
+
+    def and_(self, f: int, g: int) -> int:
+        if f == g or g == TRUE:
+            return f
+        if f == TRUE:
+            return g
+        if f == FALSE or g == FALSE:
+            return FALSE
+        return self.ite(f, g, FALSE) if f < g else self.ite(g, f, FALSE)
+
+    def or_(self, f: int, g: int) -> int:
+        if f == g or g == FALSE:
+            return f
+        if f == FALSE:
+            return g
+        if f == TRUE or g == TRUE:
+            return TRUE
+        return self.ite(f, TRUE, g) if f < g else self.ite(g, TRUE, f)
+
+    def implies(self, f: int, g: int) -> bool:
+        return self.and_(f, self.not_(g)) == FALSE
+
+    def feasible(self, f: int) -> bool:
+        """Some combination allowed by the domain satisfies ``f``."""
+        if f <= TRUE:
+            return f == TRUE
+        found = self._feasible.get((f, self.domain))
+        if found is None:
+            found = self._feasible[(f, self.domain)] = self.and_(f, self.domain) != FALSE
+        return found
+
+    def support(self, f: int) -> frozenset[int]:
+        """The variables (levels) ``f`` depends on."""
+        found = self._support.get(f)
+        if found is None:
+            if f <= TRUE:
+                found = frozenset()
+            else:
+                found = self.support(self._low[f]) | self.support(self._high[f]) | {self._level[f]}
+            self._support[f] = found
+        return found
+
+    def variables_of_decisions(self, decisions: range) -> frozenset[int]:
+        return frozenset(level for d in decisions for level in self._decision_variables[d])
+
+    def any_of(self, guards: list[int]) -> int:
+        result = FALSE
+        for guard in guards:
+            result = self.or_(result, guard)
+        return result
+
+    # ----- text ----------------------------------------------------------------------
+
+    def cover(self, lower: int, upper: int) -> list[list[tuple[int, bool]]]:
+        """An irredundant sum of products between ``lower`` and ``upper`` (cubes of (level, value))."""
+        cache: dict[tuple[int, int], tuple[list[list[tuple[int, bool]]], int]] = {}
+        return self._isop(lower, upper, cache)[0]
+
+    def _isop(
+        self, lower: int, upper: int, cache: dict[tuple[int, int], tuple[list[list[tuple[int, bool]]], int]]
+    ) -> tuple[list[list[tuple[int, bool]]], int]:
+        if lower == FALSE:
+            return [], FALSE
+        if upper == TRUE:
+            return [[]], TRUE
+        found = cache.get((lower, upper))
+        if found is not None:
+            return found
+        level = min(self._level[lower], self._level[upper])
+        l0, l1 = self._cofactors(lower, level)
+        u0, u1 = self._cofactors(upper, level)
+        cubes0, f0 = self._isop(self.and_(l0, self.not_(u1)), u0, cache)
+        cubes1, f1 = self._isop(self.and_(l1, self.not_(u0)), u1, cache)
+        rest_lower = self.or_(self.and_(l0, self.not_(f0)), self.and_(l1, self.not_(f1)))
+        cubes_d, fd = self._isop(rest_lower, self.and_(u0, u1), cache)
+        variable = self._variable(level)
+        cubes = (
+            [[(level, False), *cube] for cube in cubes0]
+            + [[(level, True), *cube] for cube in cubes1]
+            + cubes_d
+        )
+        function = self.or_(
+            self.or_(self.and_(self.not_(variable), f0), self.and_(variable, f1)),
+            fd,
+        )
+        cache[(lower, upper)] = (cubes, function)
+        return cubes, function
+
+    def describe(self, guard: int, dont_care: int = FALSE, max_clauses: int = 3) -> Optional[str]:
+        """Text for ``guard``: None when it always holds (outside ``dont_care`` and the domain)."""
+        outside = self.or_(dont_care, self.not_(self.domain))
+        upper = self.or_(guard, outside)
+        if upper == TRUE:
+            return None
+        lower = self.and_(guard, self.not_(outside))
+        if lower == FALSE:
+            return "never"
+        clauses = _merge_clauses([self._clause(cube) for cube in self.cover(lower, upper)], self)
+        # What every clause says is said once, in front: "a and (b or c)".
+        common = {
+            d: allowed for d, allowed in clauses[0].items() if all(c.get(d) == allowed for c in clauses)
+        }
+        if len(clauses) < 2:
+            common = {}
+        rests = [{d: a for d, a in clause.items() if d not in common} for clause in clauses]
+        texts = sorted((self._clause_text(rest) for rest in rests), key=lambda t: (len(t), t))
+        shown = texts[:max_clauses]
+        text = " or ".join(f"({c})" if " and " in c and len(shown) > 1 else c for c in shown)
+        if len(texts) > max_clauses:
+            text += f" (and {len(texts) - max_clauses} more cases)"
+        if common:
+            text = f"{self._clause_text(common)} and ({text})"
+        return text
+
+    def option_count(self, decision: int) -> int:
+        return max(2, len(self.decisions[decision].descriptions))
+
+    def _clause(self, cube: list[tuple[int, bool]]) -> dict[int, frozenset[int]]:
+        """A cube as: decision → the options it allows (a decision absent from it allows all)."""
+        literals: dict[int, list[tuple[Optional[int], bool]]] = {}
+        for level, value in cube:
+            decision, option = self._variables[level]
+            literals.setdefault(decision, []).append((option, value))
+        clause: dict[int, frozenset[int]] = {}
+        for decision, found in literals.items():
+            if found[0][0] is None:
+                clause[decision] = frozenset({0 if found[0][1] else 1})
+                continue
+            chosen = [option for option, value in found if value and option is not None]
+            if chosen:
+                clause[decision] = frozenset(chosen[:1])
+            else:
+                excluded = {option for option, _ in found}
+                clause[decision] = frozenset(
+                    o for o in range(self.option_count(decision)) if o not in excluded
+                )
+        return clause
+
+    def _clause_text(self, clause: dict[int, frozenset[int]]) -> str:
+        return " and ".join(
+            _options_text(self.decisions[decision], sorted(clause[decision])) for decision in sorted(clause)
+        )
+
+
+Clause = dict[int, frozenset[int]]
+
+
+def _merge_clauses(clauses: list[Clause], guards: Guards) -> list[Clause]:
+    """Join clauses that differ in one decision: "s is a and x" + "s is b and x" → "s is a or b and x"."""
+    changed = True
+    while changed:
+        changed = False
+        for i, first in enumerate(clauses):
+            for j in range(i + 1, len(clauses)):
+                second = clauses[j]
+                if first.keys() != second.keys():
+                    continue
+                different = [d for d in first if first[d] != second[d]]
+                if len(different) != 1:
+                    continue
+                decision = different[0]
+                union = first[decision] | second[decision]
+                merged = dict(first)
+                if len(union) >= guards.option_count(decision):
+                    del merged[decision]
+                else:
+                    merged[decision] = union
+                clauses = [c for k, c in enumerate(clauses) if k not in (i, j)] + [merged]
+                changed = True
+                break
+            if changed:
+                break
+    # A clause that allows less than another adds nothing.
+    return [
+        c for c in clauses if not any(o is not c and all(d in c and c[d] <= o[d] for d in o) for o in clauses)
+    ]
+
+
+def _options_text(info: DecisionInfo, allowed: list[int]) -> str:
+    if len(allowed) == 1:
+        return info.descriptions[allowed[0]]
+    if info.subject and info.option_texts:
+        count = len(info.option_texts)
+        excluded = [o for o in range(count) if o not in allowed]
+        if len(excluded) == 1 and len(allowed) > 2:
+            return f"{info.subject} is not {info.option_texts[excluded[0]]}"
+        return f"{info.subject} is " + " or ".join(info.option_texts[o] for o in allowed)
+    return "(" + " or ".join(info.descriptions[o] for o in allowed) + ")"

@@ -1,0 +1,272 @@
+"""One pass over the script: both sides of every branch, joined; conditions a person can read.
+
+Each test is one of the shapes that broke the path-by-path explorer (issue "One-pass flow analysis").
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fabric_ls.engine import Project, analyze_source
+
+
+def check(tmp_path: Path, source: str, name: str = "train.py"):
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(source))
+    return analyze_source(script.read_text(), str(script), project=Project([str(tmp_path)]))
+
+
+def found(analysis) -> list[tuple[str, int, str, str | None]]:
+    return [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings]
+
+
+def test_a_helper_result_stays_tied_to_the_argument_that_also_picks_the_strategy(tmp_path):
+    # Under `tpu` the helper returns 32-true, which XLA accepts: no FAB022 on any real path.
+    analysis = check(
+        tmp_path,
+        """\
+        import lightning as L
+        from lightning.fabric.strategies import XLAStrategy
+
+
+        def default_precision(tpu=False):
+            if tpu:
+                return "32-true"
+            return "bf16-mixed"
+
+
+        def setup(precision=None, tpu=False):
+            precision = precision or default_precision(tpu=tpu)
+            fabric = L.Fabric(strategy=XLAStrategy() if tpu else "auto", precision=precision)
+            fabric.launch(lambda fabric: None)
+        """,
+    )
+    assert found(analysis) == []
+
+
+def test_its_twin_that_really_gives_xla_bf16_mixed_is_warned(tmp_path):
+    analysis = check(
+        tmp_path,
+        """\
+        import lightning as L
+        from lightning.fabric.strategies import XLAStrategy
+
+
+        def default_precision(tpu=False):
+            if tpu:
+                return "bf16-mixed"
+            return "32-true"
+
+
+        def setup(precision=None, tpu=False):
+            precision = precision or default_precision(tpu=tpu)
+            fabric = L.Fabric(strategy=XLAStrategy() if tpu else "auto", precision=precision)
+            fabric.launch(lambda fabric: None)
+        """,
+    )
+    assert found(analysis) == [
+        ("FAB022", 13, "warning", "`precision` left at its default None and `tpu` is True")
+    ]
+
+
+FLAGS = [
+    "compile",
+    "resume",
+    "profile",
+    "ema",
+    "swa",
+    "log_grads",
+    "val_every",
+    "amp_debug",
+    "freeze",
+    "tf32",
+]
+
+
+def _many_flags_script() -> str:
+    lines = [
+        "import argparse",
+        "import torch",
+        "from lightning.fabric import Fabric",
+        "",
+        "parser = argparse.ArgumentParser()",
+        'parser.add_argument("--strategy", default="ddp", choices=["ddp", "deepspeed", "fsdp"])',
+    ]
+    lines += [f'parser.add_argument("--{flag}", action="store_true")' for flag in FLAGS]
+    lines += [
+        "args = parser.parse_args()",
+        'fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)',
+        "fabric.launch()",
+        "model = torch.nn.Linear(4, 2)",
+        "optimizer = torch.optim.Adam(model.parameters())",
+    ]
+    for flag in FLAGS:
+        lines += [f"if args.{flag}:", "    fabric.barrier()", "    fabric.print('ok')"]
+    lines += [
+        "if args.freeze:",
+        "    model = fabric.setup_module(model)",
+        "    optimizer = fabric.setup_optimizers(optimizer)",
+        "else:",
+        "    model, optimizer = fabric.setup(model, optimizer)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_ten_independent_flags_are_one_pass_and_the_finding_names_only_what_matters(tmp_path):
+    analysis = check(tmp_path, _many_flags_script())
+    assert analysis.notes == []  # every path checked
+    setup_line = 14 + 4 * len(FLAGS)
+    assert found(analysis) == [
+        ("FAB001", setup_line, "warning", "`--strategy` is 'deepspeed' and `--freeze` given"),
+    ]
+
+
+def test_a_branch_that_ends_the_script_does_not_make_the_finding_conditional(tmp_path):
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+        import sys
+        import torch
+        from lightning.fabric import Fabric
+
+
+        def main(fabric, config_path):
+            if config_path is None:
+                sys.exit("usage: train.py --config CONFIG")
+            model = fabric.setup_module(torch.nn.Linear(4, 2))
+            optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--config")
+        args = parser.parse_args()
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch(main, args.config)
+        """,
+    )
+    assert found(analysis) == [("FAB001", 11, "error", None)]
+
+
+def test_an_early_return_in_a_helper_keeps_the_rest_conditional(tmp_path):
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+        import torch
+        from lightning.fabric import Fabric
+
+
+        def maybe_optimizer(fabric, model, frozen):
+            if frozen:
+                return None
+            return fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+
+
+        def main(fabric, frozen):
+            model = fabric.setup_module(torch.nn.Linear(4, 2))
+            optimizer = maybe_optimizer(fabric, model, frozen)
+
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--frozen", action="store_true")
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch(main, parser.parse_args().frozen)
+        """,
+    )
+    assert found(analysis) == [("FAB001", 9, "warning", "`--frozen` left at its default False")]
+
+
+def test_a_name_bound_on_both_sides_is_joined_not_forked(tmp_path):
+    analysis = check(
+        tmp_path,
+        """\
+        import torch
+        from lightning.fabric import Fabric
+
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+        fabric.launch()
+        if torch.cuda.is_bf16_supported():
+            model = torch.nn.Linear(4, 2).bfloat16()
+        else:
+            model = torch.nn.Linear(4, 2)
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+        """,
+    )
+    assert found(analysis) == [("FAB001", 11, "error", None)]
+
+
+PRETRAIN = """\
+import argparse
+import lightning as L
+import torch
+from lightning.fabric.strategies import FSDPStrategy, XLAStrategy
+from utils import get_default_supported_precision
+
+
+def setup(devices=8, tpu=False, precision=None, resume=False, compile=False):
+    precision = precision or get_default_supported_precision(training=True, tpu=tpu)
+    if devices > 1:
+        if tpu:
+            devices = "auto"
+            strategy = XLAStrategy(sync_module_states=False)
+        else:
+            strategy = FSDPStrategy(state_dict_type="full", limit_all_gathers=True)
+    else:
+        strategy = "auto"
+    fabric = L.Fabric(devices=devices, strategy=strategy, precision=precision)
+    fabric.launch(main, resume, compile)
+
+
+def main(fabric, resume, compile):
+    model = torch.nn.Linear(4, 2)
+    if compile:
+        model = torch.compile(model)
+    model = fabric.setup_module(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = fabric.setup_optimizers(optimizer)
+    if resume:
+        fabric.load("ckpt.pth", {"model": model, "optimizer": optimizer})
+"""
+
+
+def _clauses(condition: str) -> list[str]:
+    return re.split(r"\) or \(|^\(|\)$", condition)
+
+
+def test_conditions_are_short_and_name_each_decision_once_per_clause(tmp_path):
+    (tmp_path / "utils.py").write_text("def get_default_supported_precision(training, tpu=False):\n    ...\n")
+    analysis = check(tmp_path, PRETRAIN)
+    conditions = [f.condition for f in analysis.findings if f.condition]
+    assert [f.code for f in analysis.findings] == ["FAB001"]
+    for condition in conditions:
+        assert len(condition) <= 200, condition
+        for clause in _clauses(condition):
+            subjects = re.findall(r"`([^`]+)`", clause)
+            assert len(subjects) == len(set(subjects)), condition
+    assert conditions == ["`tpu` is True and (`devices > 1` or `devices` left at its default 8)"]
+
+
+def test_the_answer_does_not_depend_on_the_clock(tmp_path, monkeypatch):
+    script = _many_flags_script()
+    before = found(check(tmp_path, script))
+    start = time.monotonic()
+    # A machine so slow that every clock read is an hour later: a wall-clock budget would give up.
+    ticks = iter(range(10**9))
+    monkeypatch.setattr(time, "monotonic", lambda: start + 3600.0 * next(ticks))
+    monkeypatch.setattr(time, "perf_counter", lambda: start + 3600.0 * next(ticks))
+    assert found(check(tmp_path, script)) == before
+
+
+@pytest.mark.parametrize("order", [("a.py", "b.py"), ("b.py", "a.py")])
+def test_the_answer_does_not_depend_on_what_was_checked_before(tmp_path, order):
+    sources = {"a.py": _many_flags_script(), "b.py": PRETRAIN.replace("from utils import", "from os import")}
+    results = {name: found(check(tmp_path, sources[name], name)) for name in order}
+    alone = {name: found(check(tmp_path, sources[name], name)) for name in sources}
+    assert results == alone
