@@ -39,7 +39,7 @@ from fabric_ls.values import ClassRef
 # Runs of one root (the module, or one entry function nothing calls).
 MAX_RUNS = 64
 # Steps (statements and expressions evaluated) of all runs of one file.
-MAX_TOTAL_STEPS = 1_500_000
+MAX_TOTAL_STEPS = 400_000
 
 
 @dataclass

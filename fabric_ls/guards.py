@@ -59,6 +59,7 @@ class Guards:
         self.operations = 0
         self._feasible: dict[tuple[int, int], bool] = {}
         self._support: dict[int, frozenset[int]] = {}
+        self._equalities: dict[str, list[int]] = {}
 
     # ----- nodes ---------------------------------------------------------------------
 
@@ -112,6 +113,30 @@ class Guards:
             variable = self._variable(levels[0])
             return variable if option == 0 else self.not_(variable)
         return self._variable(levels[option])
+
+    def equality(self, subject: str, constant: object, descriptions: tuple[str, str]) -> int:
+        """The guard "``subject`` equals ``constant``" (a value known only by its identity).
+
+        One variable per constant it is compared with; two of them never hold together (the
+        domain says so), so "is 'ddp'" and "is 'fsdp'" cannot both be a path's condition.
+        """
+        key = f"equals:{subject}:{constant!r}"
+        known = key in self._decision_index
+        literal = self.option(self.decision(DecisionInfo(key, descriptions)), 0)
+        if not known:
+            others = self._equalities.setdefault(subject, [])
+            for other in others:
+                self.domain = self.and_(self.domain, self.not_(self.and_(literal, other)))
+            others.append(literal)
+        return literal
+
+    def constrain(self, implication: tuple[int, str, int]) -> None:
+        """Add "literal implies decision ``key`` takes ``option``" to the domain (if ``key`` exists)."""
+        literal, key, option = implication
+        index = self._decision_index.get(key)
+        if index is not None:
+            required = self.option(index, option)
+            self.domain = self.and_(self.domain, self.or_(self.not_(literal), required))
 
     def _exactly_one(self, levels: list[int]) -> int:
         result = FALSE

@@ -110,7 +110,7 @@ MAX_DEPTH = 10
 MAX_DECISIONS = 14
 MAX_EXPRESSION_DEPTH = 150
 # Nodes of the guard table (fabric_ls.guards) of one analysis: conditions past this are not followed.
-MAX_GUARD_NODES = 300_000
+MAX_GUARD_NODES = 200_000
 
 
 @dataclass
@@ -1119,7 +1119,48 @@ class Run:
 
     def _compared(self, op: ast.cmpop, left: Value, right: Value, text: str) -> Value:
         result = self._compare(op, left, right)
-        return Unknown(text=text) if result is None else Const(result)
+        if result is None:
+            return self._compared_unknown(op, left, right) or Unknown(text=text)
+        return Const(result)
+
+    def _compared_unknown(self, op: ast.cmpop, left: Value, right: Value) -> Optional[Value]:
+        """``hw.strategy == "ddp"`` on an unknown with an identity: one decision per constant it is
+        compared with, shared by every such test of it in the program."""
+        if isinstance(right, Unknown) and right.key and isinstance(left, Const):
+            left, right = right, left
+        if not (isinstance(left, Unknown) and left.key):
+            return None
+        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) and isinstance(right, Const):
+            constants = [right.value]
+        elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, Seq):
+            items = [self._concrete(item) for item in right.items]
+            if not items or not all(isinstance(item, Const) for item in items):
+                return None
+            constants = [item.value for item in items]  # type: ignore[attr-defined]
+        else:
+            return None
+        if not all(isinstance(c, (str, int, float, bool, type(None))) for c in constants):
+            return None
+        text = _short(left.text or "value", 50)
+        atoms = [
+            self.guards.equality(
+                left.key, constant, (f"`{text}` is {constant!r}", f"`{text}` is not {constant!r}")
+            )
+            for constant in constants
+        ]
+        if left.key.endswith((":other", ":given")):
+            # "the parameter is 'tensor_parallel'" implies "the parameter was given a value".
+            for atom in atoms:
+                self.guards.constrain((atom, left.key.rsplit(":", 1)[0], 1))
+        holds = self.guards.any_of(atoms)
+        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+            holds = self.guards.not_(holds)
+        return Merged(
+            f"compare:{left.key}",
+            (Const(True), Const(False)),
+            ("", ""),
+            guards=(holds, self.guards.not_(holds)),
+        )
 
     def _compare(self, op: ast.cmpop, left: Value, right: Value) -> Optional[bool]:
         left = self._concrete(left)
@@ -1193,13 +1234,52 @@ class Run:
                 variants = self._fabric_variants(receiver)
                 if variants is not None:
                     return self._dispatch_fabric_call(receiver, variants, func.attr, node, frame)
+                if func.attr not in PARAMETER_METHODS and self._wrappers(receiver):
+                    # ``model.eval()``/``model(x)`` on the model set up by one of several Fabric objects:
+                    # each under its guard, joined (the statement is not run once per Fabric).
+                    try:
+                        return self._dispatch(
+                            receiver,
+                            lambda leaf: self._method_call(leaf, func.attr, node, frame),  # type: ignore[union-attr]
+                        )
+                    except _CannotMerge:
+                        pass
+                # One of several other objects: values built from it must stay per path (the rules
+                # read plain objects), so the statement runs once per object (_exec_statement).
                 receiver = self._concrete(receiver)
-            if isinstance(receiver, FabricObj):
-                return self._fabric_call(receiver, func.attr, node, frame)
-            callee = self._attribute(receiver, func.attr, func, frame)
-            return self._call_on(receiver, func.attr, callee, node, frame)
+            return self._method_call(receiver, func.attr, node, frame)
         callee = self._eval(func, frame)
+        if isinstance(callee, Choice):
+            if self._wrappers(callee):
+                try:
+                    return self._dispatch(callee, lambda leaf: self._call_value(leaf, node, frame))
+                except _CannotMerge:
+                    pass
+            callee = self._concrete(callee)
         return self._call_value(callee, node, frame)
+
+    def _wrappers(self, value: Value) -> bool:
+        """One of several wrappers Fabric made (set-up models, their outputs): each is used the same way."""
+        if not isinstance(value, Choice):
+            return False
+        leaves = self._leaves(value, TRUE, 0)
+        return 1 < len(leaves) and all(isinstance(leaf, (SetupModule, ModelOutput)) for _, leaf in leaves)
+
+    def _dispatch(self, receiver: Choice, call: Callable[[Value], Value]) -> Value:
+        alternatives = [
+            (self.guards.and_(self.guard, guard), lambda leaf=leaf: call(leaf))
+            for guard, leaf in self._leaves(receiver, TRUE, 0)
+        ]
+        result = run_alternatives(self, None, alternatives)  # type: ignore[arg-type]
+        return result if isinstance(result, Value) else UNKNOWN
+
+    def _method_call(self, receiver: Value, attr: str, node: ast.Call, frame: Frame) -> Value:
+        if isinstance(receiver, Choice):
+            receiver = self._concrete(receiver)
+        if isinstance(receiver, FabricObj):
+            return self._fabric_call(receiver, attr, node, frame)
+        callee = self._attribute(receiver, attr, node.func, frame)
+        return self._call_on(receiver, attr, callee, node, frame)
 
     def _eval_args(self, node: ast.Call, frame: Frame) -> tuple[list[Value], dict[str, Value], bool]:
         args: list[Value] = []
@@ -1308,9 +1388,9 @@ class Run:
             found.extend(_collect_params(value))
             if isinstance(value, FabricObj):
                 self.trail.set_attr(value.site, "escaped", True)
-        outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput)]
+        outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput) or self._wrappers(v)]
         if outputs and not found:
-            return outputs[0]
+            return outputs[0]  # a loss computed from a model output (of one of several Fabric objects)
         meta = any(
             ctx.kind == "meta_device" or (ctx.kind == "init_module" and ctx.empty_init)
             for ctx in self.contexts
@@ -1567,7 +1647,11 @@ class Run:
             return UNKNOWN
         subject, classes = args
         if isinstance(subject, Choice):
-            subject = self._concrete(subject)  # ``fabric.strategy`` of one of several Fabric objects
+            # ``fabric.strategy`` of one of several Fabric objects: the answer for each.
+            return self._lift(subject, lambda option: self._isinstance_of(option, classes, node, frame))
+        return self._isinstance_of(subject, classes, node, frame)
+
+    def _isinstance_of(self, subject: Value, classes: Value, node: ast.Call, frame: Frame) -> Value:
         if not isinstance(subject, (StrategyAttr, StrategyObj)):
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(subject, StrategyAttr):
@@ -1830,7 +1914,11 @@ class Run:
             )
             for guard, fabric in variants
         ]
-        result = run_alternatives(self, frame, alternatives)
+        try:
+            result = run_alternatives(self, frame, alternatives)
+        except _CannotMerge:
+            # The Fabric objects' states cannot be joined: one Fabric per path instead.
+            return self._fabric_call(self._concrete(receiver), method, node, frame, evaluated)  # type: ignore[arg-type]
         if method == "launch" and evaluated is not None:
             # The launched function runs once, with the Fabric it may be on this path.
             args, keywords = evaluated

@@ -121,6 +121,7 @@ def run_branches(
         going = first if first.outcome == "normal" else second
         return going.value if isinstance(going.value, Value) else None
     except CannotMerge:
+        trail.undo(mark)  # a join that failed half-way wrote some places
         run.guard = start_guard
         raise
     finally:
@@ -251,7 +252,7 @@ def _join(run: Run, frame: Frame, mark: int, first: Side, second: Side, start_gu
         run.loop_exits[-1].append(PendingReturn(mark, left.guard, Const(None), left.state))
         run.guard = going.guard
         return True
-    if "return" in outcomes and "normal" in outcomes and frame.function is not None:
+    if "return" in outcomes and "normal" in outcomes and frame is not None and frame.function is not None:
         returned, going = (first, second) if first.outcome == "return" else (second, first)
         _apply_side(run, going)
         _relog(run, first, second)
