@@ -12,8 +12,11 @@ import re
 from typing import Iterable, Iterator, Optional
 
 from fabric_ls import rules
-from fabric_ls.events import CallEvent, FabricState, Violation
-from fabric_ls.explore import MergedFinding, explore, merge_findings, site_conditions
+from fabric_ls.analysis.events import CallEvent, FabricState, Violation
+from fabric_ls.analysis.explore import MergedFinding, explore, merge_findings, site_conditions
+from fabric_ls.analysis.project import Project
+from fabric_ls.analysis.source import ParsedSource, parse_source
+from fabric_ls.analysis.strategies import MATRIX_NAMES
 from fabric_ls.model import (
     Analysis,
     CallSite,
@@ -24,11 +27,8 @@ from fabric_ls.model import (
     StrategyCandidate,
     SyntaxProblem,
 )
-from fabric_ls.project import Project
 from fabric_ls.records import get_record
 from fabric_ls.settings import Settings
-from fabric_ls.source import ParsedSource, parse_source
-from fabric_ls.strategies import MATRIX_NAMES
 
 DEFAULT_SETTINGS = Settings()
 
@@ -44,7 +44,7 @@ _SKIP_DIRS = {"node_modules", "__pycache__", "build", "dist", "site-packages", "
 
 def warm_up() -> None:
     """Load records and jedi so the first request is fast."""
-    from fabric_ls.jedi_bridge import warm_up as warm_jedi
+    from fabric_ls.analysis.jedi_bridge import warm_up as warm_jedi
     from fabric_ls.records import load_records
 
     load_records()

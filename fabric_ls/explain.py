@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Callable, Mapping, Optional, Sequence
 
+from fabric_ls.analysis.strategies import PARENT, REGISTRY
 from fabric_ls.model import Analysis, CallSite, FabricSite, Finding, Origin, Span, StrategyCandidate
-from fabric_ls.strategies import PARENT, REGISTRY
 
 # Looks a rule code up in the records; returns an object with the Record attributes, or None.
 RecordLookup = Callable[[str], Optional[Any]]

@@ -10,11 +10,11 @@ import ast
 import re
 from typing import Optional, Sequence
 
-from fabric_ls.events import CallEvent, StatementPlace
+from fabric_ls.analysis.events import CallEvent, StatementPlace
+from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.values import Obj, SetupOptimizer
 from fabric_ls.model import Fix, Span, TextEdit
 from fabric_ls.records import get_record
-from fabric_ls.source import ParsedSource
-from fabric_ls.values import Obj, SetupOptimizer
 
 _SAFE = "safe"
 
@@ -298,7 +298,7 @@ def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
     """FAB021: a misspelt registry name → the closest registered one."""
     from difflib import get_close_matches
 
-    from fabric_ls.strategies import REGISTRY
+    from fabric_ls.analysis.strategies import REGISTRY
 
     for keyword in event.node.keywords:
         value = keyword.value

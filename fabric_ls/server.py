@@ -43,9 +43,9 @@ from fabric_ls import (
     trust,
     workspace_config,
 )
+from fabric_ls.analysis.strategies import MATRIX_NAMES
 from fabric_ls.model import Analysis, Finding, Origin
 from fabric_ls.settings import Settings
-from fabric_ls.strategies import MATRIX_NAMES
 
 logger = logging.getLogger("fabric_ls.server")
 

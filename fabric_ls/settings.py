@@ -55,7 +55,7 @@ def parse_settings(raw: Mapping[str, Any], base: Settings = Settings()) -> tuple
 
     A bad key keeps the default for that key and yields a message; nothing raises.
     """
-    from fabric_ls.strategies import is_known_strategy_name
+    from fabric_ls.analysis.strategies import is_known_strategy_name
 
     problems: list[str] = []
     result = base

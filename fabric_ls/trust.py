@@ -175,7 +175,7 @@ def python_for_check(paths: Sequence[str], trust_config: bool) -> tuple[Optional
     if len(named) > 1:
         others = ", ".join(path for path, _, _ in named[1:])
         notes.append(f"{others} also name a `python`; one interpreter serves a run, the first is used")
-    from fabric_ls.jedi_bridge import safe_environment_problem
+    from fabric_ls.analysis.jedi_bridge import safe_environment_problem
 
     refused = safe_environment_problem(python)
     if refused:

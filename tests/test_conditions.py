@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabric_ls.guards import FALSE, TRUE, DecisionInfo, Guards
+from fabric_ls.analysis.guards import FALSE, TRUE, DecisionInfo, Guards
 
 STRATEGY = DecisionInfo(
     "strategy",

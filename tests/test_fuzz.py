@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fabric_ls.analysis.strategies import MATRIX_NAMES
 from fabric_ls.engine import analyze_source, portability
 from fabric_ls.model import Finding, Fix, Span, TextEdit
 from fabric_ls.settings import Settings
-from fabric_ls.strategies import MATRIX_NAMES
 
 SEEDS = fs.seeds()
 EXAMPLES = fs.example_seeds()

@@ -17,7 +17,7 @@ import pytest
 from hostile_repos import CASES, hostile_repo, make_venv, prove_live
 
 from fabric_ls import trust
-from fabric_ls.jedi_bridge import JediLocator, safe_environment_problem
+from fabric_ls.analysis.jedi_bridge import JediLocator, safe_environment_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 # The console script, as CI runs it: `python -m fabric_ls` would put the checked folder first on sys.path.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from fabric_ls.analysis.source import parse_source
 from fabric_ls.engine import analyze_source
 from fabric_ls.model import Analysis
-from fabric_ls.source import parse_source
 
 PATH = "/nonexistent/fabric_ls_typing/train.py"
 

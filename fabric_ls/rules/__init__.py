@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.rules import (
     clip_gradients_misuse,
     deepspeed_backward_needs_model,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import Const, Obj
 from fabric_ls.rules.common import Case
-from fabric_ls.values import Const, Obj
 
 RULE = "FAB023"
 METHODS = ("clip_gradients",)

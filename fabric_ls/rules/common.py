@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
-from fabric_ls.values import Obj, Params, SetupModule, SetupOptimizer, Value
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import Obj, Params, SetupModule, SetupOptimizer, Value
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.fixes import join_setup_fix
 from fabric_ls.rules.common import Case
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import BoundMethod, Const, FunctionRef
 from fabric_ls.fixes import pass_callable_fix
 from fabric_ls.rules.common import Case, lightning_sentence
-from fabric_ls.values import BoundMethod, Const, FunctionRef
 
 RULE = "FAB017"
 METHODS = ("launch",)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.strategies import uses_spawn_launcher
 from fabric_ls.rules.common import Case
-from fabric_ls.strategies import uses_spawn_launcher
 
 RULE = "FAB006"
 METHODS = ("launch",)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.strategies import is_single_process, uses_spawn_launcher
 from fabric_ls.fixes import insert_launch_fix
 from fabric_ls.rules.common import Case
-from fabric_ls.strategies import is_single_process, uses_spawn_launcher
 
 RULE = "FAB009"
 METHODS = (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import Obj
 from fabric_ls.rules.common import Case
-from fabric_ls.values import Obj
 
 RULE = "FAB024"
 METHODS = ("no_backward_sync",)

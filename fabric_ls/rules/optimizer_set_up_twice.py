@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import SetupOptimizer
 from fabric_ls.rules.common import Case, optimizers_of
-from fabric_ls.values import SetupOptimizer
 
 RULE = "FAB008"
 METHODS = ("setup", "setup_optimizers")

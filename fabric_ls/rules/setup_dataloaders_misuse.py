@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import SetupDataLoader
 from fabric_ls.rules.common import Case, lightning_sentence
-from fabric_ls.values import SetupDataLoader
 
 RULE = "FAB015"
 METHODS = ("setup_dataloaders", "setup_optimizers")
@@ -22,9 +22,7 @@ def check(event: CallEvent) -> Optional[Violation]:
         if event.args or event.keywords:
             return None
         # fabric.py:1232 raises the optimizer twin of this check.
-        return Violation(
-            event.node, {"problem": lightning_sentence(RULE, "requires at least one optimizer")}
-        )
+        return Violation(event.node, {"problem": lightning_sentence(RULE, "requires at least one optimizer")})
     if not event.args:
         return Violation(event.node, {"problem": lightning_sentence(RULE, "requires at least one")})
     if any(isinstance(a, SetupDataLoader) for a in event.args):

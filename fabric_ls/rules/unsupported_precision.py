@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.rules.common import Case
 
 RULE = "FAB022"

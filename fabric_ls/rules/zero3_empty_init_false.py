@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from fabric_ls.events import CallEvent, Violation
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import Const
 from fabric_ls.fixes import keyword_fix
 from fabric_ls.rules.common import Case
-from fabric_ls.values import Const
 
 RULE = "FAB003"
 METHODS = ("init_module",)

@@ -22,14 +22,15 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from fabric_ls.guards import FALSE, TRUE
-from fabric_ls.trail import ATTR, LENGTH, LIST, MISSING, current, new_uid, write
-from fabric_ls.values import Const, FabricObj, Merged, Obj, Params, Unknown, Value
+from fabric_ls.analysis.guards import FALSE, TRUE
+from fabric_ls.analysis.trail import ATTR, LENGTH, LIST, MISSING, current, new_uid, write
+from fabric_ls.analysis.values import Const, FabricObj, Merged, Obj, Params, Unknown, Value
 
 _ALIKE_TYPES = (Obj, Params)
 
 if TYPE_CHECKING:
-    from fabric_ls.interpreter import Frame, Run
+    from fabric_ls.analysis.run import Run
+    from fabric_ls.analysis.state import Frame
 
 
 class StopRun(Exception):
@@ -501,7 +502,7 @@ def resume_pending_return(run: Run, frame: Frame) -> Value:
 
 def static_truth(value: Value) -> Optional[bool]:
     """The truth of a plain value, when it does not depend on the path."""
-    from fabric_ls.values import (
+    from fabric_ls.analysis.values import (
         ClassRef,
         FabricObj,
         FunctionRef,

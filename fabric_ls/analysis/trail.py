@@ -20,7 +20,7 @@ LENGTH = "<length>"
 
 _ITEM, _ATTR, _LIST = 0, 1, 2
 
-# Shared with fabric_ls.values: every object that can be written to has a uid from here.
+# Shared with fabric_ls.analysis.values: every object that can be written to has a uid from here.
 uids = itertools.count(1)
 
 

@@ -6,10 +6,10 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fabric_ls.resolve_strategy import ResolvedStrategy
-from fabric_ls.source import ParsedSource
-from fabric_ls.trail import new_uid
-from fabric_ls.values import Value
+from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
+from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.trail import new_uid
+from fabric_ls.analysis.values import Value
 
 
 @dataclass
@@ -32,7 +32,7 @@ class FabricState:
     strategy_call: Optional[ast.Call] = None
     strategy_path: str = ""
     uid: int = field(default_factory=new_uid)
-    # Where the object exists (a guard, fabric_ls.guards): a Fabric made on one side of a branch.
+    # Where the object exists (a guard, fabric_ls.analysis.guards): a Fabric made on one side of a branch.
     existence_guard: int = 1
 
 

@@ -6,8 +6,8 @@ import os
 import sys
 from typing import Iterable, Optional
 
-from fabric_ls.jedi_bridge import JEDI_TIMEOUT_S, JediLocator, environment_problem
-from fabric_ls.source import ParsedSource, parse_source
+from fabric_ls.analysis.jedi_bridge import JEDI_TIMEOUT_S, JediLocator, environment_problem
+from fabric_ls.analysis.source import ParsedSource, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
 EXTERNAL_PREFIXES = (

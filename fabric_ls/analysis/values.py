@@ -6,8 +6,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from fabric_ls.analysis.trail import uids as _ids
 from fabric_ls.model import Origin
-from fabric_ls.trail import uids as _ids
 
 
 class Evidence:
@@ -72,7 +72,7 @@ class Merged(Choice):
 
     Made where both sides of an ``if`` ran on one state and bound a name (or an
     attribute) differently; read lazily, like a Choice, but its options carry guards
-    (fabric_ls.guards) instead of being one decision's options.
+    (fabric_ls.analysis.guards) instead of being one decision's options.
     """
 
     guards: tuple[int, ...] = ()
@@ -118,7 +118,7 @@ class Obj(Value):
     created_place: Any = None
     setup_place: Any = None
     uid: int = field(default_factory=lambda: next(_ids))
-    # Where the object exists (a guard, fabric_ls.guards): built on one side of a branch.
+    # Where the object exists (a guard, fabric_ls.analysis.guards): built on one side of a branch.
     existence_guard: int = 1
 
 
@@ -184,7 +184,7 @@ class StrategyAttr(Value):
 class FabricObj(Value):
     """One ``Fabric(...)`` object in one run."""
 
-    site: Any  # fabric_ls.interpreter.FabricState
+    site: Any  # fabric_ls.analysis.events.FabricState
     uid: int = field(default_factory=lambda: next(_ids))
 
 
@@ -200,7 +200,7 @@ class ContextValue(Value):
 @dataclass(eq=False)
 class FunctionRef(Value):
     node: ast.AST  # FunctionDef | AsyncFunctionDef | Lambda
-    module: Any  # fabric_ls.interpreter.ModuleEnv
+    module: Any  # fabric_ls.analysis.state.ModuleEnv
     owner: Optional["ClassRef"] = None
 
 

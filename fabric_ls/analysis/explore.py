@@ -1,6 +1,6 @@
 """Run a program, fork only where a value must be one thing, and merge what the runs saw.
 
-A run follows both sides of every undecided branch (fabric_ls.join) and records
+A run follows both sides of every undecided branch (fabric_ls.analysis.join) and records
 each Fabric call with the guard it happens under. Where a value must be one thing
 (the strategy of a ``Fabric(...)``), the run takes one option and the others become
 new runs, replayed from the same start (breadth first, the early forks first).
@@ -19,22 +19,16 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from fabric_ls.events import CallEvent, FabricState, Violation
-from fabric_ls.guards import FALSE, TRUE, Guards
-from fabric_ls.interpreter import (
-    Checker,
-    Decisions,
-    FunctionRef,
-    Observed,
-    Run,
-    SharedAcrossRuns,
-    StopRun,
-    entry_functions,
-)
+from fabric_ls.analysis.events import CallEvent, FabricState, Violation
+from fabric_ls.analysis.guards import FALSE, TRUE, Guards
+from fabric_ls.analysis.join import StopRun
+from fabric_ls.analysis.project import Project
+from fabric_ls.analysis.run import Run
+from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.state import Checker, Decisions, Observed, SharedAcrossRuns
+from fabric_ls.analysis.value_ops import entry_functions
+from fabric_ls.analysis.values import ClassRef, FunctionRef
 from fabric_ls.model import Span
-from fabric_ls.project import Project
-from fabric_ls.source import ParsedSource
-from fabric_ls.values import ClassRef
 
 # Runs of one root (the module, or one entry function nothing calls).
 MAX_RUNS = 64

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fabric_ls.strategies import REGISTRY, is_subclass
+from fabric_ls.analysis.strategies import REGISTRY, is_subclass
 
 PRECISION_ALIASES = {"16": "16-mixed", "bf16": "bf16-mixed", "32": "32-true", "64": "64-true"}
 PRECISIONS = (

@@ -1,0 +1,455 @@
+"""Calls: functions and methods of the script, classes, arguments, helpers summed up."""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Optional
+
+from fabric_ls.analysis.guards import TRUE
+from fabric_ls.analysis.join import Break as _Break
+from fabric_ls.analysis.join import CannotMerge as _CannotMerge
+from fabric_ls.analysis.join import Continue as _Continue
+from fabric_ls.analysis.join import Return as _Return
+from fabric_ls.analysis.join import (
+    StopRun,
+    join_returns,
+    resume_pending_return,
+    run_alternatives,
+    same,
+)
+from fabric_ls.analysis.state import (
+    _TENSOR_RETURNING,
+    FABRIC_CLASSES,
+    MAX_DEPTH,
+    PARAMETER_METHODS,
+    Frame,
+    _NoForks,
+)
+from fabric_ls.analysis.strategies import STRATEGY_CLASSES
+from fabric_ls.analysis.value_ops import (
+    _bind_fields,
+    _class_method,
+    _collect_params,
+    _items,
+    _lightning_base,
+    _params_of,
+    _short,
+)
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    ArgParser,
+    BoundMethod,
+    Choice,
+    ClassRef,
+    Const,
+    External,
+    FabricObj,
+    FunctionRef,
+    Mapping,
+    ModelOutput,
+    Obj,
+    Params,
+    Seq,
+    SetupModule,
+    Unknown,
+    Value,
+)
+
+
+class CallsMixin:
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    # ----- calls -------------------------------------------------------------------
+
+    def _expr_Call(self, node: ast.Call, frame: Frame) -> Value:
+        if frame.module is not self.main_env:
+            return self._call_expression(node, frame)
+        saved, self.script_call = self.script_call, node
+        try:
+            return self._call_expression(node, frame)
+        finally:
+            self.script_call = saved
+
+    def _call_expression(self, node: ast.Call, frame: Frame) -> Value:
+        saved, self.call_node = self.call_node, node
+        try:
+            return self._call_dispatch(node, frame)
+        finally:
+            self.call_node = saved
+
+    def _call_dispatch(self, node: ast.Call, frame: Frame) -> Value:
+        func = node.func
+        # ``x.method(...)``: evaluate the receiver once, then dispatch.
+        if isinstance(func, ast.Attribute):
+            receiver = self._eval(func.value, frame)
+            if isinstance(receiver, Choice):
+                variants = self._fabric_variants(receiver)
+                if variants is not None:
+                    return self._dispatch_fabric_call(receiver, variants, func.attr, node, frame)
+                if func.attr not in PARAMETER_METHODS and self._wrappers(receiver):
+                    # ``model.eval()``/``model(x)`` on the model set up by one of several Fabric objects:
+                    # each under its guard, joined (the statement is not run once per Fabric).
+                    try:
+                        return self._dispatch(
+                            receiver,
+                            lambda leaf: self._method_call(leaf, func.attr, node, frame),  # type: ignore[union-attr]
+                        )
+                    except _CannotMerge:
+                        pass
+                # One of several other objects: values built from it must stay per path (the rules
+                # read plain objects), so the statement runs once per object (_exec_statement).
+                receiver = self._concrete(receiver)
+            return self._method_call(receiver, func.attr, node, frame)
+        callee = self._eval(func, frame)
+        if isinstance(callee, Choice):
+            if self._wrappers(callee):
+                try:
+                    return self._dispatch(callee, lambda leaf: self._call_value(leaf, node, frame))
+                except _CannotMerge:
+                    pass
+            callee = self._concrete(callee)
+        return self._call_value(callee, node, frame)
+
+    def _wrappers(self, value: Value) -> bool:
+        """One of several wrappers Fabric made (set-up models, their outputs): each is used the same way."""
+        if not isinstance(value, Choice):
+            return False
+        leaves = self._leaves(value, TRUE, 0)
+        return 1 < len(leaves) and all(isinstance(leaf, (SetupModule, ModelOutput)) for _, leaf in leaves)
+
+    def _dispatch(self, receiver: Choice, call: Callable[[Value], Value]) -> Value:
+        alternatives = [
+            (self.guards.and_(self.guard, guard), lambda leaf=leaf: call(leaf))
+            for guard, leaf in self._leaves(receiver, TRUE, 0)
+        ]
+        result = run_alternatives(self, None, alternatives)  # type: ignore[arg-type]
+        return result if isinstance(result, Value) else UNKNOWN
+
+    def _method_call(self, receiver: Value, attr: str, node: ast.Call, frame: Frame) -> Value:
+        if isinstance(receiver, Choice):
+            receiver = self._concrete(receiver)
+        if isinstance(receiver, FabricObj):
+            return self._fabric_call(receiver, attr, node, frame)
+        callee = self._attribute(receiver, attr, node.func, frame)
+        return self._call_on(receiver, attr, callee, node, frame)
+
+    def _eval_args(self, node: ast.Call, frame: Frame) -> tuple[list[Value], dict[str, Value], bool]:
+        args: list[Value] = []
+        keywords: dict[str, Value] = {}
+        opaque = False
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                starred = self._eval(arg.value, frame)
+                if isinstance(starred, Seq):
+                    args.extend(starred.items)
+                else:
+                    opaque = True
+                continue
+            args.append(self._eval(arg, frame))
+        for keyword in node.keywords:
+            value = self._eval(keyword.value, frame)
+            if keyword.arg is None:
+                if isinstance(value, Mapping):
+                    for key, item in value.items.items():
+                        if isinstance(key, str):
+                            keywords[key] = item
+                else:
+                    opaque = True
+                continue
+            keywords[keyword.arg] = value
+        return args, keywords, opaque
+
+    def _call_on(self, receiver: Value, attr: str, callee: Value, node: ast.Call, frame: Frame) -> Value:
+        if isinstance(callee, (BoundMethod, FunctionRef, ClassRef)):
+            return self._call_value(callee, node, frame)
+        if isinstance(receiver, ArgParser):
+            return self._argparse_call(receiver, attr, node, frame)
+        if isinstance(receiver, ModelOutput):
+            if attr in ("detach", "item", "tolist", "numpy", "detach_"):
+                self._eval_args(node, frame)
+                return Unknown(text="detached tensor")
+            if attr == "backward":
+                self._eval_args(node, frame)
+                self._emit(receiver.fabric, "tensor.backward", node, frame, [], {}, receiver=receiver)
+                return Const(None)
+            return receiver
+        if isinstance(receiver, (Obj, SetupModule)) and attr in PARAMETER_METHODS:
+            return _params_of(receiver, node)
+        if isinstance(receiver, Obj) and attr in ("load_state_dict", "to_empty"):
+            _, keywords, _ = self._eval_args(node, frame)
+            assign = keywords.get("assign")
+            if attr == "to_empty" or (isinstance(assign, Const) and assign.value is True):
+                self.trail.set_attr(receiver, "meta", False)  # real tensors replace the meta ones
+            return UNKNOWN
+        if isinstance(receiver, SetupModule):
+            self._eval_args(node, frame)
+            if attr in ("forward", "__call__"):
+                return ModelOutput(receiver.fabric)
+            return ModelOutput(receiver.fabric) if attr in _TENSOR_RETURNING else Unknown()
+        if isinstance(receiver, Seq) and attr in ("append", "extend", "insert"):
+            args, _, _ = self._eval_args(node, frame)
+            added = args[-1:] if attr != "extend" else _items(args[0]) if args else []
+            self.trail.extend(receiver.items, list(added), receiver)
+            return Const(None)
+        if isinstance(receiver, Mapping) and attr == "get":
+            args, _, _ = self._eval_args(node, frame)
+            if args and isinstance(args[0], Const):
+                try:
+                    found = receiver.items.get(args[0].value)
+                except TypeError:
+                    found = None
+                if found is not None:
+                    return found
+                return args[1] if len(args) > 1 else Const(None)
+            return UNKNOWN
+        if (
+            isinstance(receiver, Const)
+            and isinstance(receiver.value, str)
+            and attr in ("lower", "upper", "strip")
+        ):
+            self._eval_args(node, frame)
+            return Const(getattr(receiver.value, attr)(), receiver.origins)
+        return self._call_value(callee, node, frame)
+
+    def _call_value(self, callee: Value, node: ast.Call, frame: Frame) -> Value:
+        if isinstance(callee, BoundMethod):
+            args, keywords, opaque = self._eval_args(node, frame)
+            args = [callee.receiver, *args]
+            return self._call_function(callee.function, args, keywords, opaque=opaque)
+        if isinstance(callee, FunctionRef):
+            args, keywords, opaque = self._eval_args(node, frame)
+            return self._call_function(callee, args, keywords, opaque=opaque)
+        if isinstance(callee, ClassRef):
+            return self._instantiate(callee, node, frame)
+        if isinstance(callee, SetupModule):
+            self._eval_args(node, frame)
+            if any(ctx.kind == "no_grad" for ctx in self.contexts):
+                return Unknown(text="output computed without gradients")  # no backward hook
+            return ModelOutput(callee.fabric)
+        if isinstance(callee, External):
+            return self._external_call(callee.qualname, node, frame)
+        args, keywords, _ = self._eval_args(node, frame)
+        return self._generic_result(node, frame, args, keywords)
+
+    def _generic_result(
+        self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value], name: str = ""
+    ) -> Value:
+        """The result of a call we do not interpret: a new object born here."""
+        found: list[Params] = []
+        for value in [*args, *keywords.values()]:
+            found.extend(_collect_params(value))
+            if isinstance(value, FabricObj):
+                self.trail.set_attr(value.site, "escaped", True)
+        outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput) or self._wrappers(v)]
+        if outputs and not found:
+            return outputs[0]  # a loss computed from a model output (of one of several Fabric objects)
+        meta = any(
+            ctx.kind == "meta_device" or (ctx.kind == "init_module" and ctx.empty_init)
+            for ctx in self.contexts
+        )
+        meta = meta and self._meta_context(frame)
+        place = self.places[-1] if self.places else None
+        return Obj(
+            node,
+            frame.module.path,
+            meta=meta,
+            params=tuple(found),
+            name=name,
+            created_place=place,
+            existence_guard=self.guard,
+        )
+
+    def _meta_context(self, frame: Frame) -> bool:
+        """Does the innermost creation context put parameters on the meta device?"""
+        for ctx in reversed(self.contexts):
+            if ctx.kind == "meta_device":
+                return True
+            if ctx.kind == "init_module":
+                if ctx.fabric is None or not ctx.empty_init:
+                    return False
+                strategy = ctx.fabric.site.strategy
+                return strategy.is_a("FSDPStrategy") or strategy.is_a("ModelParallelStrategy")
+        return False
+
+    def _call_function(
+        self,
+        function: FunctionRef,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool = False,
+        entry: bool = False,
+    ) -> Value:
+        node = function.node
+        self.executed_functions.add(id(node))
+        if self.depth >= MAX_DEPTH:
+            return UNKNOWN
+        frame = Frame(function.module, node, self.trail)
+        self._bind_params(node, frame, args, keywords, opaque, entry)
+        # A helper that touches nothing Fabric-related: its own conditions only decide what it
+        # returns, so they are summed up as "`f(...)` returns X" (see _summarize).
+        fabric_free = (
+            not entry and not isinstance(node, ast.Lambda) and not self._function_relevance(function)
+        )
+        decisions_before = len(self.guards.decisions)
+        call_node = self.call_node
+        self.fabric_free_depth += fabric_free
+        self.depth += 1
+        result: Value = Const(None)
+        try:
+            if isinstance(node, ast.Lambda):
+                return self._eval(node.body, frame)
+            self._exec_block(node.body, frame)  # type: ignore[attr-defined]
+        except _Return as returned:
+            result = returned.value
+        except (_Break, _Continue):
+            pass
+        except StopRun:
+            if not (self.exited and frame.pending_returns):
+                raise
+            # This path ends the program; the sides that returned earlier go on.
+            self.exited = False
+            result = resume_pending_return(self, frame)
+        finally:
+            self.depth -= 1
+            self.fabric_free_depth -= fabric_free
+        if frame.pending_returns:
+            result = join_returns(self, frame, result)
+        if fabric_free and isinstance(result, Choice) and len(self.guards.decisions) > decisions_before:
+            result = self._summarize(result, decisions_before, call_node, frame)
+        return result
+
+    def _summarize(
+        self, result: Choice, first_own: int, call_node: Optional[ast.Call], frame: Frame
+    ) -> Value:
+        """A Fabric-free helper's result, free of the helper's own conditions.
+
+        Where what it returns depends on its own tests (``torch.cuda.is_bf16_supported()``), one
+        decision per call stands for them: "`get_precision()` returns 'bf16-mixed'". Where it
+        depends only on the caller's decisions (its arguments), the result keeps those guards.
+        """
+        own = self.guards.variables_of_decisions(range(first_own, len(self.guards.decisions)))
+        leaves = self._leaves(result, TRUE, 0)
+        if not any(self.guards.support(guard) & own for guard, _ in leaves):
+            return result
+        distinct: list[Value] = []
+        for _, value in leaves:
+            if not any(same(value, known) for known in distinct):
+                distinct.append(value)
+        if len(distinct) == 1:
+            return distinct[0]
+        text = (
+            _short(frame.module.parsed.segment(call_node) if call_node is not None else "", 50) or "a helper"
+        )
+        descriptions = tuple(
+            f"`{text}` returns {value.value!r}"
+            if isinstance(value, Const)
+            else f"`{text}` returns another value"
+            for value in distinct
+        )
+        return Choice(f"summary:{id(call_node)}", tuple(distinct), descriptions)
+
+    # ----- helpers summarised by their return values ----------------------------------
+
+    def _function_relevance(self, function: FunctionRef) -> bool:
+        key = id(function.node)
+        cached = self._function_relevant.get(key)
+        if cached is None:
+            self._function_relevant[key] = True  # recursion guard
+            frame = Frame(function.module, function.node)
+            cached = self._compute_relevance(function.node, frame, {key}, returns_count=False)
+            self._function_relevant[key] = cached
+        return cached
+
+    def _bind_params(
+        self,
+        node: ast.AST,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool,
+        entry: bool,
+    ) -> None:
+        arguments: ast.arguments = node.args  # type: ignore[attr-defined]
+        positional = [*getattr(arguments, "posonlyargs", []), *arguments.args]
+        defaults = arguments.defaults
+        first_default = len(positional) - len(defaults)
+        module_frame = Frame(frame.module)
+        for index, param in enumerate(positional):
+            if index < len(args):
+                frame.bind(param.arg, args[index])
+            elif param.arg in keywords:
+                frame.bind(param.arg, keywords[param.arg])
+            elif index >= first_default:
+                default = self._eval(defaults[index - first_default], module_frame)
+                frame.bind(
+                    param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default
+                )
+            else:
+                frame.bind(param.arg, Unknown(text=param.arg, key=f"param:{id(node)}:{param.arg}"))
+        for param, default_node in zip(arguments.kwonlyargs, arguments.kw_defaults):
+            if param.arg in keywords:
+                frame.bind(param.arg, keywords[param.arg])
+            elif default_node is not None:
+                default = self._eval(default_node, module_frame)
+                frame.bind(
+                    param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default
+                )
+            else:
+                frame.bind(param.arg, Unknown(text=param.arg))
+        if arguments.vararg:
+            frame.bind(arguments.vararg.arg, Unknown())
+        if arguments.kwarg:
+            frame.bind(arguments.kwarg.arg, Unknown())
+
+    def _entry_value(self, name: str, default: Value, function: ast.AST) -> Value:
+        """A parameter of an entry point: its default, or whatever the caller passes."""
+        if not isinstance(default, Const):
+            return default
+        shown = repr(default.value)
+        key = f"param:{id(function)}:{name}"
+        if isinstance(default.value, bool):
+            # A flag: the other value that matters is its opposite.
+            return Choice(
+                key,
+                (default, Const(not default.value)),
+                (f"`{name}` left at its default {shown}", f"`{name}` is {not default.value!r}"),
+            )
+        return Choice(
+            key,
+            (default, Unknown(text=name, key=f"{key}:other")),
+            (f"`{name}` left at its default {shown}", f"`{name}` given another value"),
+        )
+
+    def _instantiate(self, cls: ClassRef, node: ast.Call, frame: Frame) -> Value:
+        lightning_base = _lightning_base(cls)
+        if lightning_base in FABRIC_CLASSES:
+            return self._make_fabric(node, frame, user_class=cls.name, qualname=lightning_base)
+        if lightning_base is not None and lightning_base.rsplit(".", 1)[-1] in STRATEGY_CLASSES:
+            args, keywords, _ = self._eval_args(node, frame)
+            return self._strategy_object(lightning_base, keywords, node, frame, user_class=cls.name)
+        args, keywords, opaque = self._eval_args(node, frame)
+        instance = self._generic_result(node, frame, args, keywords)
+        if not isinstance(instance, Obj):
+            instance = Obj(node, frame.module.path)
+        instance.cls = cls
+        init = _class_method(cls, "__init__")
+        if init is None:
+            _bind_fields(cls, instance, args, keywords)
+        if init is not None:
+            if self._function_relevance(init):
+                self._call_function(init, [instance, *args], keywords, opaque=opaque)
+            else:
+                # Nothing Fabric-related happens in it: one path is enough.
+                self._call_on_one_path(init, [instance, *args], keywords, opaque)
+        return instance
+
+    def _call_on_one_path(
+        self, function: FunctionRef, args: list[Value], keywords: dict[str, Value], opaque: bool
+    ) -> Value:
+        """Call without forking: every decision inside takes its first option."""
+        saved = self.decisions
+        self.decisions = _NoForks()
+        try:
+            return self._call_function(function, args, keywords, opaque=opaque)
+        finally:
+            self.decisions = saved

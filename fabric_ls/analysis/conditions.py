@@ -1,0 +1,227 @@
+"""What a branch can touch, and how a test divides the paths (guards)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Optional
+
+from fabric_ls.analysis.guards import TRUE, DecisionInfo
+from fabric_ls.analysis.join import SplitHere as _SplitHere
+from fabric_ls.analysis.join import condition_key as _condition_key
+from fabric_ls.analysis.join import static_truth as _static_truth
+from fabric_ls.analysis.state import (
+    FABRIC_CLASSES,
+    FABRIC_METHODS,
+    PARAMETER_METHODS,
+    Frame,
+)
+from fabric_ls.analysis.value_ops import (
+    _class_method,
+    _interesting_names,
+    _is_exit_call,
+    _lightning_base,
+    _short,
+    _tracked,
+)
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    BoundMethod,
+    Choice,
+    ClassRef,
+    External,
+    FunctionRef,
+    Merged,
+    ModuleRef,
+    Obj,
+    Unknown,
+    Value,
+)
+
+
+class ConditionsMixin:
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    # ----- relevance ---------------------------------------------------------------
+
+    def _relevant(self, node: ast.AST, frame: Frame) -> bool:
+        """Whether a branch or loop can change anything Fabric-related (else it is skipped)."""
+        cached = self._relevance.get(id(node))
+        if cached is not None:
+            return cached
+        self._relevance[id(node)] = True  # recursion guard: assume relevant while computing
+        result = self._compute_relevance(node, frame, set())
+        self._relevance[id(node)] = result
+        return result
+
+    def _compute_relevance(
+        self, node: ast.AST, frame: Frame, seen: set[int], returns_count: bool = True
+    ) -> bool:
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call):
+                func = child.func
+                if returns_count and _is_exit_call(func):
+                    return True
+                if isinstance(func, ast.Attribute) and (
+                    func.attr in FABRIC_METHODS or func.attr in PARAMETER_METHODS
+                ):
+                    return True
+                callee = self._peek(func, frame)
+                if isinstance(callee, BoundMethod):
+                    callee = callee.function
+                if isinstance(callee, ClassRef):
+                    if _lightning_base(callee) is not None:
+                        return True
+                    init = _class_method(callee, "__init__")
+                    if init is not None and id(init.node) not in seen:
+                        seen.add(id(init.node))
+                        if self._compute_relevance(init.node, frame, seen, returns_count=False):
+                            return True
+                    continue
+                if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
+                    seen.add(id(callee.node))
+                    if self._compute_relevance(callee.node, frame, seen, returns_count):
+                        return True
+                if isinstance(callee, External) and (
+                    callee.qualname in FABRIC_CLASSES or callee.qualname.endswith("Strategy")
+                ):
+                    return True
+            elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                current = frame.lookup(child.id)
+                if current is not None and _tracked(current):
+                    return True
+                if child.id in _interesting_names(frame.module.parsed):
+                    return True
+            elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
+                # ``self.fabric = fabric`` matters; ``self.vocab_size = n`` does not.
+                if child.attr in _interesting_names(frame.module.parsed) or "fabric" in child.attr.lower():
+                    return True
+            elif isinstance(child, (ast.Return, ast.Yield)) and returns_count:
+                return True
+            elif isinstance(child, (ast.Global, ast.Nonlocal)) or (
+                returns_count and isinstance(child, ast.Raise)
+            ):
+                # A branch that ends the program decides which paths reach the Fabric calls after it.
+                return True
+        return False
+
+    def _peek(self, node: ast.AST, frame: Frame) -> Optional[Value]:
+        """Evaluate a callee without side effects (names and attributes only)."""
+        if isinstance(node, ast.Name):
+            return frame.lookup(node.id)
+        if isinstance(node, ast.Attribute):
+            owner = self._peek(node.value, frame)
+            if isinstance(owner, Obj):
+                method = _class_method(owner.cls, node.attr) if owner.cls else None
+                return method if method is not None else owner.attrs.get(node.attr)
+            if isinstance(owner, ModuleRef):
+                return owner.module.globals.get(node.attr)
+            if isinstance(owner, ClassRef):
+                return _class_method(owner, node.attr)
+        return None
+
+    # ----- truth and choices -------------------------------------------------------
+
+    def _concrete(self, value: Value) -> Value:
+        """Resolve a Choice to one option on this path (forking the run where several remain)."""
+        while isinstance(value, Choice):
+            index = self._fork(value.key, self._option_guards(value))
+            value = value.options[index]
+        return value
+
+    def _option_guards(self, choice: Choice) -> list[int]:
+        if isinstance(choice, Merged):
+            return list(choice.guards)
+        decision = self.guards.decision(
+            DecisionInfo(choice.key, choice.descriptions, choice.subject, choice.option_texts)
+        )
+        return [self.guards.option(decision, index) for index in range(len(choice.options))]
+
+    def _fork(self, key: str, option_guards: list[int], whole_run: bool = False) -> int:
+        """Take one of the options whose guard this path allows; the run forks if several do."""
+        guards = self.guards
+        feasible = [
+            index
+            for index, guard in enumerate(option_guards)
+            if guards.feasible(guards.and_(self.guard, guard))
+        ]
+        if not feasible:
+            return 0
+        if len(feasible) == 1:
+            index = feasible[0]
+        elif self.splittable and self.decisions.narrows and not whole_run:
+            raise _SplitHere(key, [option_guards[i] for i in feasible])
+        else:
+            index = feasible[self.decisions.choose(key, len(feasible))]
+        if self.decisions.narrows:
+            self.guard = guards.and_(self.guard, option_guards[index])
+        return index
+
+    def _split(self, value: Value, node: ast.AST, frame: Frame, relevant: bool = True) -> Any:
+        """How a test divides the paths: a bool when it is decided, else (then guard, else guard).
+
+        None means: the test is undecided and the statement is not worth following.
+        """
+        guards = self.guards
+        then_parts: list[int] = []
+        else_parts: list[int] = []
+        variable: Optional[int] = None
+        for guard, leaf in self._leaves(value, TRUE, 0):
+            truth = _static_truth(leaf)
+            if truth is None:
+                if not relevant:
+                    return None
+                if isinstance(leaf, Unknown) and leaf.key:
+                    own = self._value_variable(leaf)
+                else:
+                    if variable is None:
+                        variable = self._condition_variable(node, frame)
+                    own = variable
+                then_parts.append(guards.and_(guard, own))
+                else_parts.append(guards.and_(guard, guards.not_(own)))
+            elif truth:
+                then_parts.append(guard)
+            else:
+                else_parts.append(guard)
+        then_guard = guards.and_(self.guard, guards.any_of(then_parts))
+        else_guard = guards.and_(self.guard, guards.any_of(else_parts))
+        if not guards.feasible(else_guard):
+            return True
+        if not guards.feasible(then_guard):
+            return False
+        if not relevant:
+            return None
+        return then_guard, else_guard
+
+    def _leaves(self, value: Value, guard: int, depth: int) -> list[tuple[int, Value]]:
+        """A value's plain options with the guard of each (Choices and Merged values flattened)."""
+        if not isinstance(value, Choice) or depth > 6:
+            return [(guard, value)]
+        found: list[tuple[int, Value]] = []
+        for option_guard, option in zip(self._option_guards(value), value.options):
+            combined = self.guards.and_(guard, option_guard)
+            if self.guards.feasible(self.guards.and_(self.guard, combined)):
+                found.extend(self._leaves(option, combined, depth + 1))
+        return found or [(guard, UNKNOWN)]
+
+    def _condition_variable(self, node: ast.AST, frame: Frame) -> int:
+        text = frame.module.parsed.segment(node) or "condition"
+        text = " ".join(text.split())
+        if len(text) > 60:
+            text = text[:57] + "..."
+        decision = self.guards.decision(
+            DecisionInfo(_condition_key(node, frame), (f"`{text}`", f"not `{text}`"))
+        )
+        return self.guards.option(decision, 0)
+
+    def _value_variable(self, leaf: Unknown) -> int:
+        """The truth of an unknown value that has an identity: one decision wherever it is tested."""
+        text = _short(leaf.text or "value", 60)
+        decision = self.guards.decision(DecisionInfo(f"truth:{leaf.key}", (f"`{text}`", f"not `{text}`")))
+        return self.guards.option(decision, 0)
+
+    def _truth(self, value: Value, node: ast.AST, frame: Frame, fork: bool = True) -> Optional[bool]:
+        """The truth of a test on this path (forking where it is undecided); None: skip."""
+        split = self._split(value, node, frame, relevant=fork)
+        if split is None or isinstance(split, bool):
+            return split
+        return self._fork(_condition_key(node, frame), list(split)) == 0

@@ -1,0 +1,423 @@
+"""Expressions: names, attributes, operators, comparisons, comprehensions."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable, Optional
+
+from fabric_ls.analysis.state import (
+    _BUILTINS,
+    _COMPARE,
+    MAX_EXPRESSION_DEPTH,
+    Frame,
+)
+from fabric_ls.analysis.value_ops import (
+    _binop,
+    _class_attribute,
+    _class_method,
+    _collect_params,
+    _literal_seq,
+    _option_value,
+    _short,
+)
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    BoundMethod,
+    Choice,
+    ClassRef,
+    Const,
+    Evidence,
+    External,
+    FabricObj,
+    FunctionRef,
+    Mapping,
+    Merged,
+    ModelOutput,
+    ModuleRef,
+    Namespace,
+    Obj,
+    Params,
+    Seq,
+    SetupModule,
+    StrategyAttr,
+    Unknown,
+    Value,
+)
+
+
+class ExpressionsMixin:
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    # ----- expressions -------------------------------------------------------------
+
+    def _eval(self, node: Optional[ast.AST], frame: Frame) -> Value:
+        if node is None:
+            return Const(None)
+        self._tick()
+        handler = getattr(self, "_expr_" + type(node).__name__, None)
+        if handler is None or self.eval_depth > MAX_EXPRESSION_DEPTH:
+            # Deeper than any real expression: its value is unknown, the rest goes on.
+            return Unknown(text="expression")
+        self.eval_depth += 1
+        try:
+            return handler(node, frame)
+        finally:
+            self.eval_depth -= 1
+
+    def _expr_Constant(self, node: ast.Constant, frame: Frame) -> Value:
+        if isinstance(node.value, str):
+            return Const(node.value, (Evidence(frame.module.parsed, node, repr(node.value)),))
+        return Const(node.value)
+
+    def _expr_Name(self, node: ast.Name, frame: Frame) -> Value:
+        value = frame.lookup(node.id)
+        if value is None:
+            if node.id in ("True", "False", "None"):
+                return Const({"True": True, "False": False, "None": None}[node.id])
+            if node.id in _BUILTINS:
+                return External(node.id)
+            return Unknown(text=node.id)
+        return value
+
+    def _expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
+        owner = self._eval(node.value, frame)
+        return self._attribute(owner, node.attr, node, frame)
+
+    def _attribute(self, owner: Value, attr: str, node: ast.AST, frame: Frame) -> Value:
+        if isinstance(owner, External):
+            return External(f"{owner.qualname}.{attr}")
+        if isinstance(owner, ModuleRef):
+            value = owner.module.globals.get(attr)
+            return value if value is not None else Unknown(text=frame.module.parsed.segment(node))
+        if isinstance(owner, Namespace):
+            option = owner.parser.options.get(attr)
+            if option is None:
+                return Unknown(text=frame.module.parsed.segment(node))
+            return _option_value(option)
+        if isinstance(owner, FabricObj):
+            if attr == "strategy":
+                return StrategyAttr(owner)
+            if attr == "world_size" and owner.site.strategy.world_size is not None:
+                # devices * num_nodes, known before launch (fabric.py world_size).
+                return Const(owner.site.strategy.world_size)
+            return Unknown(text=frame.module.parsed.segment(node))
+        if isinstance(owner, Obj):
+            if attr in owner.attrs:
+                return owner.attrs[attr]
+            if owner.cls is not None:
+                method = _class_method(owner.cls, attr)
+                if method is not None:
+                    return BoundMethod(method, owner)
+                class_value = _class_attribute(owner.cls, attr, self, frame)
+                if class_value is not None:
+                    return class_value
+            # The same unread attribute of the same object is the same unknown value.
+            key = f"attr:{id(owner.created_at)}.{attr}" if owner.created_at is not None else ""
+            return Unknown(text=frame.module.parsed.segment(node), key=key)
+        if isinstance(owner, ClassRef):
+            method = _class_method(owner, attr)
+            if method is not None:
+                return method
+            class_value = _class_attribute(owner, attr, self, frame)
+            return class_value if class_value is not None else Unknown(text=frame.module.parsed.segment(node))
+        if isinstance(owner, ModelOutput):
+            return owner
+        if isinstance(owner, SetupModule):
+            # ``fabric_model.module`` is the strategy's wrapped module, not a Fabric wrapper.
+            if attr in ("module", "_forward_module", "_original_module"):
+                return owner.inner
+            return Unknown(text=frame.module.parsed.segment(node))
+        if isinstance(owner, Choice):
+            # ``self.fabric.strategy`` where self.fabric is one of several: each option's attribute.
+            return self._lift(owner, lambda option: self._attribute(option, attr, node, frame))
+        if isinstance(owner, Unknown) and owner.key:
+            return Unknown(text=frame.module.parsed.segment(node), key=f"{owner.key}.{attr}")
+        return Unknown(text=frame.module.parsed.segment(node))
+
+    def _expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
+        owner = self._eval(node.value, frame)
+        key = self._concrete(self._eval(node.slice, frame))
+        if isinstance(owner, ModelOutput):
+            return owner
+        if isinstance(owner, Mapping) and isinstance(key, Const):
+            try:
+                found = owner.items.get(key.value)
+            except TypeError:
+                found = None
+            if found is not None:
+                return found
+        if isinstance(owner, Seq) and isinstance(key, Const) and isinstance(key.value, int):
+            if -len(owner.items) <= key.value < len(owner.items):
+                return owner.items[key.value]
+        if isinstance(owner, Const) and isinstance(key, Const):
+            try:
+                return Const(owner.value[key.value], owner.origins)
+            except Exception:
+                pass
+        return Unknown(text=frame.module.parsed.segment(node))
+
+    def _expr_Index(self, node: Any, frame: Frame) -> Value:  # Python 3.8 trees
+        return self._eval(node.value, frame)
+
+    def _expr_Tuple(self, node: ast.Tuple, frame: Frame) -> Value:
+        return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=True)
+
+    def _expr_List(self, node: ast.List, frame: Frame) -> Value:
+        return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=False)
+
+    def _expr_Set(self, node: ast.Set, frame: Frame) -> Value:
+        return Seq([self._eval(e, frame) for e in node.elts])
+
+    def _expr_Dict(self, node: ast.Dict, frame: Frame) -> Value:
+        items: dict[Any, Value] = {}
+        for key_node, value_node in zip(node.keys, node.values):
+            value = self._eval(value_node, frame)
+            if key_node is None:
+                continue
+            key = self._eval(key_node, frame)
+            if isinstance(key, Const):
+                try:
+                    items[key.value] = value
+                except TypeError:
+                    pass
+        return Mapping(items)
+
+    def _expr_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Value:
+        return Unknown(text=frame.module.parsed.segment(node))
+
+    def _expr_Starred(self, node: ast.Starred, frame: Frame) -> Value:
+        return self._eval(node.value, frame)
+
+    def _expr_NamedExpr(self, node: ast.NamedExpr, frame: Frame) -> Value:
+        value = self._eval(node.value, frame)
+        self._assign(node.target, value, frame, node)
+        return value
+
+    def _expr_IfExp(self, node: ast.IfExp, frame: Frame) -> Value:
+        test = self._eval(node.test, frame)
+        if (
+            isinstance(test, (Choice, Unknown))
+            and self._pure(node.body, frame)
+            and self._pure(node.orelse, frame)
+        ):
+            # Both sides are plain values: keep the choice lazy; the run forks only if it is needed.
+            body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
+            text = _short(frame.module.parsed.segment(node.test))
+            key = f"truth:{test.key}" if isinstance(test, Unknown) and test.key else f"ifexp:{id(node)}"
+            if isinstance(test, Unknown) and test.key:
+                text = _short(test.text or text, 60)
+            fork = Choice(key, (body, orelse), (f"`{text}`", f"not `{text}`"))
+
+            def pick(option: Value) -> Value:
+                if isinstance(option, Const):
+                    return body if option.value else orelse
+                return fork if isinstance(option, Unknown) else body
+
+            return fork if isinstance(test, Unknown) else self._lift(test, pick)
+        truth = self._truth(test, node.test, frame)
+        if truth is None:
+            return UNKNOWN
+        return self._eval(node.body if truth else node.orelse, frame)
+
+    def _pure(self, node: ast.AST, frame: Frame) -> bool:
+        # Cached by node like _relevant: what an expression can touch rarely depends on the path.
+        key = -id(node)
+        cached = self._relevance.get(key)
+        if cached is None:
+            cached = self._relevance[key] = self._compute_relevance(node, frame, set())
+        return not cached
+
+    def _lift(self, choice: Choice, function: Callable[[Value], Value]) -> Choice:
+        """The same choice (same key, same conditions) with ``function`` applied to each option."""
+        options = tuple(
+            self._lift(option, function) if isinstance(option, Choice) else function(option)
+            for option in choice.options
+        )
+        if isinstance(choice, Merged):
+            return Merged(choice.key, options, choice.descriptions, guards=choice.guards)
+        return Choice(choice.key, options, choice.descriptions, choice.subject, choice.option_texts)
+
+    def _expr_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Value:
+        first = self._eval(node.values[0], frame)
+        rest_nodes = node.values[1:]
+        if isinstance(first, Choice) and all(self._pure(n, frame) for n in rest_nodes):
+            rest_node: ast.AST = rest_nodes[0]
+            if len(rest_nodes) > 1:
+                rest_node = ast.copy_location(ast.BoolOp(op=node.op, values=rest_nodes), rest_nodes[0])
+            rest = self._eval(rest_node, frame)
+            text = frame.module.parsed.segment(node)
+            is_or = isinstance(node.op, ast.Or)
+
+            def pick(option: Value) -> Value:
+                if isinstance(option, Unknown):
+                    return Unknown(text=text)
+                truthy = bool(option.value) if isinstance(option, Const) else True
+                if is_or:
+                    return option if truthy else rest
+                return rest if truthy else option
+
+            return self._lift(first, pick)
+        return self._boolop_eager(node, first, frame)
+
+    def _boolop_eager(self, node: ast.BoolOp, first: Value, frame: Frame) -> Value:
+        last: Value = UNKNOWN
+        for position, operand in enumerate(node.values):
+            last = self._concrete(first if position == 0 else self._eval(operand, frame))
+            if not isinstance(last, Const):
+                if isinstance(last, Unknown):
+                    return Unknown(text=frame.module.parsed.segment(node))
+                # Objects are truthy.
+                if isinstance(node.op, ast.Or):
+                    return last
+                continue
+            if isinstance(node.op, ast.And) and not last.value:
+                return last
+            if isinstance(node.op, ast.Or) and last.value:
+                return last
+        return last
+
+    def _expr_UnaryOp(self, node: ast.UnaryOp, frame: Frame) -> Value:
+        operand = self._eval(node.operand, frame)
+        if isinstance(operand, Choice) and isinstance(node.op, ast.Not):
+            text = frame.module.parsed.segment(node)
+            return self._lift(
+                operand,
+                lambda o: (
+                    Const(not o.value)
+                    if isinstance(o, Const)
+                    else (Unknown(text=text) if isinstance(o, Unknown) else Const(False))
+                ),
+            )
+        operand = self._concrete(operand)
+        if isinstance(operand, Const):
+            try:
+                if isinstance(node.op, ast.Not):
+                    return Const(not operand.value, operand.origins)
+                if isinstance(node.op, ast.USub):
+                    return Const(-operand.value, operand.origins)
+                if isinstance(node.op, ast.UAdd):
+                    return Const(+operand.value, operand.origins)
+            except Exception:
+                pass
+        if isinstance(operand, ModelOutput):
+            return operand
+        return Unknown(text=frame.module.parsed.segment(node))
+
+    def _expr_BinOp(self, node: ast.BinOp, frame: Frame) -> Value:
+        left = self._eval(node.left, frame)
+        right = self._eval(node.right, frame)
+        result = _binop(node.op, left, right)
+        if isinstance(result, Unknown) and not result.text:
+            return Unknown(text=frame.module.parsed.segment(node))
+        return result
+
+    def _expr_Compare(self, node: ast.Compare, frame: Frame) -> Value:
+        left = self._eval(node.left, frame)
+        if len(node.ops) == 1:
+            right = self._eval(node.comparators[0], frame)
+            op, text = node.ops[0], frame.module.parsed.segment(node)
+            # A comparison of a choice is a choice of results, decided where it is needed.
+            if isinstance(left, Choice) and not isinstance(right, Choice):
+                return self._lift(left, lambda option: self._compared(op, option, right, text))
+            if isinstance(right, Choice) and not isinstance(left, Choice):
+                return self._lift(right, lambda option: self._compared(op, left, option, text))
+            return self._compared(op, left, right, text)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self._eval(right_node, frame)
+            result = self._compare(op, left, right)
+            if result is None:
+                return Unknown(text=frame.module.parsed.segment(node))
+            if not result:
+                return Const(False)
+            left = right
+        return Const(True)
+
+    def _compared(self, op: ast.cmpop, left: Value, right: Value, text: str) -> Value:
+        result = self._compare(op, left, right)
+        if result is None:
+            return self._compared_unknown(op, left, right) or Unknown(text=text)
+        return Const(result)
+
+    def _compared_unknown(self, op: ast.cmpop, left: Value, right: Value) -> Optional[Value]:
+        """``hw.strategy == "ddp"`` on an unknown with an identity: one decision per constant it is
+        compared with, shared by every such test of it in the program."""
+        if isinstance(right, Unknown) and right.key and isinstance(left, Const):
+            left, right = right, left
+        if not (isinstance(left, Unknown) and left.key):
+            return None
+        if isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)) and isinstance(right, Const):
+            constants = [right.value]
+        elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, Seq):
+            items = [self._concrete(item) for item in right.items]
+            if not items or not all(isinstance(item, Const) for item in items):
+                return None
+            constants = [item.value for item in items]  # type: ignore[attr-defined]
+        else:
+            return None
+        if not all(isinstance(c, (str, int, float, bool, type(None))) for c in constants):
+            return None
+        text = _short(left.text or "value", 50)
+        atoms = [
+            self.guards.equality(
+                left.key, constant, (f"`{text}` is {constant!r}", f"`{text}` is not {constant!r}")
+            )
+            for constant in constants
+        ]
+        if left.key.endswith((":other", ":given")):
+            # "the parameter is 'tensor_parallel'" implies "the parameter was given a value".
+            for atom in atoms:
+                self.guards.constrain((atom, left.key.rsplit(":", 1)[0], 1))
+        holds = self.guards.any_of(atoms)
+        if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+            holds = self.guards.not_(holds)
+        return Merged(
+            f"compare:{left.key}",
+            (Const(True), Const(False)),
+            ("", ""),
+            guards=(holds, self.guards.not_(holds)),
+        )
+
+    def _compare(self, op: ast.cmpop, left: Value, right: Value) -> Optional[bool]:
+        left = self._concrete(left)
+        right = self._concrete(right)
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, Const) and right.value is None:
+            if isinstance(left, Const):
+                return (left.value is None) == isinstance(op, ast.Is)
+            if isinstance(left, Unknown):
+                return None
+            return not isinstance(op, ast.Is)
+        if isinstance(left, Const) and isinstance(right, Const):
+            try:
+                return bool(_COMPARE[type(op)](left.value, right.value))
+            except Exception:
+                return None
+        if isinstance(op, (ast.In, ast.NotIn)) and isinstance(left, Const) and isinstance(right, Seq):
+            constants = [v for v in (self._concrete(item) for item in right.items) if isinstance(v, Const)]
+            if len(constants) == len(right.items):
+                found = any(v.value == left.value for v in constants)
+                return found == isinstance(op, ast.In)
+        return None
+
+    def _expr_Lambda(self, node: ast.Lambda, frame: Frame) -> Value:
+        return FunctionRef(node, frame.module)
+
+    def _expr_ListComp(self, node: ast.ListComp, frame: Frame) -> Value:
+        return self._comprehension(node, frame)
+
+    _expr_SetComp = _expr_ListComp
+    _expr_GeneratorExp = _expr_ListComp
+
+    def _expr_DictComp(self, node: ast.DictComp, frame: Frame) -> Value:
+        return self._comprehension(node, frame)
+
+    def _comprehension(self, node: Any, frame: Frame) -> Value:
+        params: list[Params] = []
+        for generator in node.generators:
+            source = self._eval(generator.iter, frame)
+            params.extend(_collect_params(source))
+        if params:
+            return Seq(list(params))
+        return Unknown(text=frame.module.parsed.segment(node))
+
+    def _expr_Await(self, node: ast.Await, frame: Frame) -> Value:
+        return self._eval(node.value, frame)

@@ -1,0 +1,367 @@
+"""The Fabric model: `Fabric(...)`, its strategy, and what each Fabric call does."""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any, Optional
+
+from fabric_ls.analysis.events import CallEvent, FabricState
+from fabric_ls.analysis.guards import TRUE
+from fabric_ls.analysis.join import CannotMerge as _CannotMerge
+from fabric_ls.analysis.join import (
+    StopRun,
+    run_alternatives,
+)
+from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
+from fabric_ls.analysis.state import (
+    FABRIC_METHODS,
+    Frame,
+    Observed,
+)
+from fabric_ls.analysis.value_ops import (
+    _NOT_LITERAL,
+    _UNREADABLE,
+    _literal,
+)
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    BoundMethod,
+    Choice,
+    Const,
+    ContextValue,
+    Evidence,
+    FabricObj,
+    FunctionRef,
+    Obj,
+    Seq,
+    SetupDataLoader,
+    SetupModule,
+    SetupOptimizer,
+    StrategyObj,
+    Unknown,
+    Value,
+)
+
+
+class FabricMixin:
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    # ----- Fabric ------------------------------------------------------------------
+
+    def _make_fabric(
+        self,
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+        qualname: str = "lightning.fabric.Fabric",
+    ) -> Value:
+        args, keywords, opaque = self._eval_args(node, frame)
+        names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
+        given = dict(zip(names, args))
+        given.update({k: v for k, v in keywords.items() if k in names})
+        config, provenance = self._fabric_config(given, opaque, frame)
+        # connector.py:191 accepts only strategy objects of the Fabric's own package.
+        package = "lightning_fabric" if qualname.startswith("lightning_fabric") else "lightning.fabric"
+        config = FabricConfig(**{**config.__dict__, "fabric_package": package})
+        strategy = resolve(config)
+        if self.assumed_strategy and (
+            self.force_strategy
+            or not config.strategy_known
+            or (config.strategy_class is None and config.strategy_name in (None, "auto"))
+        ):
+            assumed = resolve(
+                FabricConfig(
+                    strategy_name=self.assumed_strategy,
+                    strategy_given=True,
+                    accelerator=config.accelerator,
+                    devices=config.devices,
+                    devices_known=config.devices_known,
+                    num_nodes=config.num_nodes,
+                    precision=config.precision,
+                    precision_known=config.precision_known,
+                    script_dir=config.script_dir,
+                )
+            )
+            strategy = ResolvedStrategy(
+                **{**assumed.__dict__, "assumed": True, "cli": not self.force_strategy}
+            )
+        state = FabricState(
+            frame.module.path,
+            node,
+            strategy,
+            provenance,
+            place=self.places[-1] if self.places else None,
+            parsed=frame.module.parsed,
+            existence_guard=self.guard,
+        )
+        strategy_value = self._concrete(given["strategy"]) if "strategy" in given else None
+        if isinstance(strategy_value, StrategyObj):
+            state.strategy_call = strategy_value.node
+            state.strategy_path = strategy_value.path
+        if self.reporting:
+            self.trail.extend(self.fabric_records, [(state, self.guard)])
+        fabric = FabricObj(state)
+        self._emit(fabric, "Fabric", node, frame, args, keywords)
+        return fabric
+
+    def _fabric_config(
+        self, given: dict[str, Value], opaque: bool, frame: Frame
+    ) -> tuple[FabricConfig, tuple]:
+        provenance: list[Evidence] = []
+        fields: dict[str, Any] = {"script_dir": os.path.dirname(frame.module.path)}
+        strategy = self._concrete(given.get("strategy", Const("auto")))
+        if "strategy" not in given and opaque:
+            strategy = Unknown(reason="Fabric(**kwargs)")
+        if isinstance(strategy, Const) and (strategy.value is None or isinstance(strategy.value, str)):
+            fields["strategy_name"] = strategy.value.lower() if isinstance(strategy.value, str) else None
+            fields["strategy_given"] = "strategy" in given
+            provenance.extend(strategy.origins)
+        elif isinstance(strategy, StrategyObj):
+            fields["strategy_class"] = strategy.class_name
+            fields["strategy_user_class"] = strategy.user_class
+            fields["strategy_package"] = strategy.package
+            fields["strategy_given"] = True
+            options: list[tuple[str, Any]] = []
+            for key, value in strategy.options.items():
+                literal = _literal(self._concrete(value))
+                if literal is not _NOT_LITERAL:
+                    options.append((key, literal))
+                elif key == "config":
+                    options.append((key, _UNREADABLE))
+            fields["strategy_options"] = tuple(options)
+            provenance.extend(strategy.origins)
+        else:
+            fields["strategy_known"] = False
+        for name, default in (
+            ("accelerator", "auto"),
+            ("devices", "auto"),
+            ("num_nodes", 1),
+            ("precision", None),
+        ):
+            value = self._concrete(given.get(name, Const(default)))
+            if name not in given and opaque:
+                value = UNKNOWN
+            literal = _literal(value)
+            if literal is _NOT_LITERAL:
+                if name == "accelerator":
+                    fields["accelerator"] = None
+                elif name == "devices":
+                    fields["devices_known"] = False
+                elif name == "precision":
+                    fields["precision_known"] = False
+                else:
+                    fields[name] = None
+            else:
+                fields[name] = literal
+        return FabricConfig(**fields), tuple(provenance)
+
+    def _strategy_object(
+        self,
+        qualname: str,
+        keywords: dict[str, Value],
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+    ) -> Value:
+        class_name = qualname.rsplit(".", 1)[-1]
+        package = (
+            "lightning_fabric"
+            if qualname.startswith("lightning_fabric")
+            else (
+                "lightning.pytorch"
+                if qualname.startswith(("lightning.pytorch", "pytorch_lightning"))
+                else "lightning.fabric"
+            )
+        )
+        origin = Evidence(frame.module.parsed, node, f"{user_class or class_name}(...)")
+        return StrategyObj(
+            class_name, user_class, dict(keywords), package, (origin,), node, frame.module.path
+        )
+
+    def _fabric_text(self, fabric: FabricObj, node: ast.AST, frame: Frame, direct: bool) -> str:
+        """Source text that names ``fabric`` here: the receiver of the call, or a name in scope."""
+        if direct and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            return frame.module.parsed.segment(node.func.value) or "fabric"
+        for name, value in (frame.locals or {}).items():
+            if value is fabric:
+                return name
+        for name, value in frame.module.globals.items():
+            if value is fabric:
+                return name
+        self_value = (frame.locals or {}).get("self")
+        if isinstance(self_value, Obj):
+            for attr, value in self_value.attrs.items():
+                if value is fabric:
+                    return f"self.{attr}"
+        return ""
+
+    def _emit(
+        self,
+        fabric: FabricObj,
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+        receiver: Optional[Value] = None,
+    ) -> CallEvent:
+        place = self.places[-1] if self.places else None
+        event = CallEvent(
+            method,
+            node,
+            frame.module.parsed,
+            fabric.site,
+            args,
+            keywords,
+            place,
+            fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
+            extra={"receiver": receiver},
+            via=self.script_call if frame.module is not self.main_env else None,
+        )
+        if self.reporting:
+            observed = Observed(event, self.guard, self.check(event))
+            self.trail.extend(self.observed, [observed])
+        return event
+
+    def _fabric_variants(self, receiver: Choice) -> Optional[list[tuple[int, FabricObj]]]:
+        """The Fabric objects a merged value may be on this path, when it is nothing else."""
+        leaves = self._leaves(receiver, TRUE, 0)
+        if len(leaves) < 2 or not all(isinstance(value, FabricObj) for _, value in leaves):
+            return None
+        return [(guard, value) for guard, value in leaves]  # type: ignore[misc]
+
+    def _dispatch_fabric_call(
+        self,
+        receiver: Choice,
+        variants: list[tuple[int, FabricObj]],
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+    ) -> Value:
+        """A call on one of several Fabric objects: each under its guard, joined; arguments once."""
+        evaluated = self._eval_args(node, frame)[:2] if method in FABRIC_METHODS else None
+        alternatives = [
+            (
+                self.guards.and_(self.guard, guard),
+                lambda fabric=fabric: self._fabric_call(  # type: ignore[misc]
+                    fabric, method, node, frame, evaluated, run_target=False
+                ),
+            )
+            for guard, fabric in variants
+        ]
+        try:
+            result = run_alternatives(self, frame, alternatives)
+        except _CannotMerge:
+            # The Fabric objects' states cannot be joined: one Fabric per path instead.
+            return self._fabric_call(self._concrete(receiver), method, node, frame, evaluated)  # type: ignore[arg-type]
+        if method == "launch" and evaluated is not None:
+            # The launched function runs once, with the Fabric it may be on this path.
+            args, keywords = evaluated
+            function = args[0] if args else keywords.get("function")
+            if isinstance(function, BoundMethod):
+                return self._call_function(function.function, [function.receiver, receiver, *args[1:]], {})
+            if isinstance(function, FunctionRef):
+                return self._call_function(function, [receiver, *args[1:]], {})
+        return result
+
+    def _fabric_call(
+        self,
+        fabric: FabricObj,
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+        evaluated: Optional[tuple[list[Value], dict[str, Value]]] = None,
+        run_target: bool = True,
+    ) -> Value:
+        if method not in FABRIC_METHODS:
+            if evaluated is None:
+                self._eval_args(node, frame)
+            if method in ("init_tensor", "sharded_model", "rank_zero_first"):
+                return ContextValue("other", fabric)
+            return Unknown(text=frame.module.parsed.segment(node))
+        args, keywords = evaluated if evaluated is not None else self._eval_args(node, frame)[:2]
+        args = [self._concrete(a) if isinstance(a, Choice) else a for a in args]
+        if method == "init_module":
+            keywords = dict(keywords)
+            empty_init = keywords.get("empty_init", args[0] if args else Const(None))
+            empty_init = self._concrete(empty_init)
+            if not isinstance(empty_init, Const):
+                source = next((k.value for k in node.keywords if k.arg == "empty_init"), None) or (
+                    node.args[0] if node.args else node
+                )
+                truth = self._truth(empty_init, source, frame)
+                empty_init = Const(truth)
+            keywords["empty_init"] = empty_init
+        self._emit(fabric, method, node, frame, args, keywords)
+        return self._effect(fabric, method, node, frame, args, keywords, run_target)
+
+    def _effect(
+        self,
+        fabric: FabricObj,
+        method: str,
+        node: ast.Call,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+        run_target: bool = True,
+    ) -> Value:
+        """What a Fabric call returns and changes, assuming it succeeded."""
+        state = fabric.site
+        if method in ("setup", "setup_module"):
+            module = args[0] if args else keywords.get("module", UNKNOWN)
+            inner = module.inner if isinstance(module, SetupModule) else module
+            if not isinstance(inner, Obj):
+                inner = Obj(node, frame.module.path)
+            self.trail.set_item(inner.attrs, "__setup__", Const(True), inner)
+            if inner.setup_place is None:
+                self.trail.set_attr(inner, "setup_place", self.places[-1] if self.places else None)
+            self.trail.set_attr(state, "models_setup", state.models_setup + 1)
+            wrapped: Value = SetupModule(inner, fabric, node)
+            optimizers = args[1:] if method == "setup" else []
+            if not optimizers:
+                return wrapped
+            return Seq(
+                [wrapped, *(self._wrap_optimizer(o, fabric, node, frame) for o in optimizers)], is_tuple=True
+            )
+        if method == "setup_optimizers":
+            wrapped_all = [self._wrap_optimizer(o, fabric, node, frame) for o in args]
+            return wrapped_all[0] if len(wrapped_all) == 1 else Seq(wrapped_all, is_tuple=True)
+        if method == "setup_dataloaders":
+            loaders: list[Value] = [SetupDataLoader(a, fabric) for a in args]
+            return loaders[0] if len(loaders) == 1 else Seq(loaders, is_tuple=True)
+        if method == "init_module":
+            empty_init = keywords.get("empty_init")
+            flag = empty_init.value if isinstance(empty_init, Const) else None
+            return ContextValue("init_module", fabric, empty_init=flag)
+        if method == "no_backward_sync":
+            return ContextValue("no_backward_sync", fabric)
+        if method == "launch":
+            function = args[0] if args else keywords.get("function")
+            if state.strategy.cli:
+                # fabric.py:990: under `fabric run` launch() raises, and its function never runs.
+                if isinstance(function, (FunctionRef, BoundMethod)):
+                    target = function.function if isinstance(function, BoundMethod) else function
+                    self.executed_functions.add(id(target.node))
+                self.exited = True  # as at the script's own `raise`: this path ends here
+                raise StopRun()
+            self.trail.set_attr(state, "launched", True)
+            self.trail.set_attr(state, "launch_count", state.launch_count + 1)
+            if run_target and isinstance(function, (FunctionRef, BoundMethod)):
+                rest = args[1:]
+                if isinstance(function, BoundMethod):
+                    return self._call_function(function.function, [function.receiver, fabric, *rest], {})
+                return self._call_function(function, [fabric, *rest], {})
+            return UNKNOWN
+        if method in ("backward", "clip_gradients"):
+            return Const(None)
+        return Unknown(text=frame.module.parsed.segment(node))  # broadcast, load, ...: values from outside
+
+    def _wrap_optimizer(self, optimizer: Value, fabric: FabricObj, node: ast.Call, frame: Frame) -> Value:
+        if isinstance(optimizer, SetupOptimizer):
+            return SetupOptimizer(optimizer.inner, fabric)
+        inner = optimizer if isinstance(optimizer, Obj) else Obj(node, frame.module.path)
+        return SetupOptimizer(inner, fabric)
+
+
+# ----- helpers -------------------------------------------------------------------------

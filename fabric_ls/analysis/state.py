@@ -1,0 +1,190 @@
+"""What a run carries: its frames and modules, the decisions it took, its limits, the known API names."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from fabric_ls.analysis.events import CallEvent
+from fabric_ls.analysis.join import (
+    PendingReturn,
+)
+from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.trail import Trail, new_uid
+from fabric_ls.analysis.values import (
+    Const,
+    Value,
+)
+
+FABRIC_CLASSES = frozenset(
+    {
+        "lightning.Fabric",
+        "lightning.fabric.Fabric",
+        "lightning.fabric.fabric.Fabric",
+        "lightning_fabric.Fabric",
+        "lightning_fabric.fabric.Fabric",
+    }
+)
+FABRIC_METHODS = frozenset(
+    {
+        "setup",
+        "setup_module",
+        "setup_optimizers",
+        "setup_dataloaders",
+        "launch",
+        "backward",
+        "init_module",
+        "clip_gradients",
+        "no_backward_sync",
+        # Collectives and checkpoints check the launch too (FAB009).
+        "barrier",
+        "broadcast",
+        "all_gather",
+        "all_reduce",
+        "save",
+        "load",
+    }
+)
+PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+# Calls that pass parameters through rather than consume them.
+PARAMS_PASSTHROUGH = frozenset({"list", "tuple", "filter", "iter", "sorted", "chain", "itertools.chain"})
+
+MAX_STEPS = 40_000
+MAX_DEPTH = 10
+MAX_DECISIONS = 14
+MAX_EXPRESSION_DEPTH = 150
+# Nodes of the guard table (fabric_ls.analysis.guards) of one analysis: conditions past this are not followed.
+MAX_GUARD_NODES = 200_000
+
+
+@dataclass
+class Decision:
+    key: str
+    index: int
+    count: int
+
+
+class Decisions:
+    """Which way each fork goes in this run: replayed from ``prefix``, then the first option."""
+
+    # Whether choices made here narrow the run's guard (not in _NoForks).
+    narrows = True
+
+    def __init__(self, prefix: list[int]) -> None:
+        self.prefix = prefix
+        self.taken: list[Decision] = []
+        # Past MAX_DECISIONS the other options are not explored: the analysis is incomplete.
+        self.truncated = False
+
+    def choose(self, key: str, count: int) -> int:
+        position = len(self.taken)
+        if position >= MAX_DECISIONS:
+            self.truncated = True
+            self.taken.append(Decision(key, 0, 1))
+            return 0
+        index = self.prefix[position] if position < len(self.prefix) else 0
+        index = min(index, count - 1)
+        self.taken.append(Decision(key, index, count))
+        return index
+
+
+class ModuleEnv:
+    """One module's globals in one run."""
+
+    def __init__(self, parsed: ParsedSource, is_main: bool) -> None:
+        self.parsed = parsed
+        self.path = parsed.path
+        self.is_main = is_main
+        name = "__main__" if is_main else os.path.splitext(os.path.basename(parsed.path))[0]
+        self.globals: dict[str, Value] = {"__name__": Const(name), "__file__": Const(parsed.path)}
+        self.executed = False
+        self.imports: dict[str, str] = {}
+        self.uid = new_uid()
+
+
+@dataclass
+class SharedAcrossRuns:
+    """What does not depend on the path, computed once for all runs of one analysis."""
+
+    # Helper modules' top levels (run once, without forks).
+    helper_modules: dict[str, ModuleEnv] = field(default_factory=dict)
+    # Whether a statement / function can touch anything Fabric-related, by node id.
+    statement_relevance: dict[int, bool] = field(default_factory=dict)
+    function_relevance: dict[int, bool] = field(default_factory=dict)
+    # Summaries of helpers called with constants that returned constants (no objects:
+    # an object must not be shared between runs).
+    summaries: dict[tuple, Value] = field(default_factory=dict)
+
+
+class Frame:
+    def __init__(
+        self, module: ModuleEnv, function: Optional[ast.AST] = None, trail: Optional[Trail] = None
+    ) -> None:
+        self.module = module
+        self.function = function
+        self.locals: Optional[dict[str, Value]] = {} if function is not None else None
+        self.trail = trail
+        self.uid = new_uid()
+        self.pending_returns: list[PendingReturn] = []
+
+    def lookup(self, name: str) -> Optional[Value]:
+        if self.locals is not None and name in self.locals:
+            return self.locals[name]
+        return self.module.globals.get(name)
+
+    def bind(self, name: str, value: Value) -> None:
+        if self.trail is None:
+            if self.locals is not None:
+                self.locals[name] = value
+            else:
+                self.module.globals[name] = value
+        elif self.locals is not None:
+            self.trail.set_item(self.locals, name, value, self)
+        else:
+            self.trail.set_item(self.module.globals, name, value, self.module)
+
+
+# A rule check on one call: (rule, violation) or None.
+Checker = Callable[[CallEvent], Optional[tuple[str, Any]]]
+
+
+@dataclass
+class Observed:
+    """A Fabric call seen by a run, the guard it happens under and what the rules said."""
+
+    event: CallEvent
+    guard: int
+    verdict: Optional[tuple[str, Any]]
+
+
+_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+}
+
+_BUILTINS = frozenset(dir(builtins))
+
+_TENSOR_RETURNING = frozenset({"forward", "generate", "__call__", "training_step", "validation_step"})
+
+
+class _NoForks(Decisions):
+    """Every undecided choice takes its first option, and the guard stays as it was."""
+
+    narrows = False
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    def choose(self, key: str, count: int) -> int:
+        return 0

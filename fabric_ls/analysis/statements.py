@@ -1,0 +1,344 @@
+"""Statements: execute a block, split a statement on a value, join branches."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Optional
+
+from fabric_ls.analysis.events import StatementPlace
+from fabric_ls.analysis.guards import FALSE
+from fabric_ls.analysis.join import Break as _Break
+from fabric_ls.analysis.join import CannotMerge as _CannotMerge
+from fabric_ls.analysis.join import Continue as _Continue
+from fabric_ls.analysis.join import Return as _Return
+from fabric_ls.analysis.join import SplitHere as _SplitHere
+from fabric_ls.analysis.join import (
+    StopRun,
+    join_loop_exits,
+    run_branches,
+)
+from fabric_ls.analysis.join import condition_key as _condition_key
+from fabric_ls.analysis.project import is_external
+from fabric_ls.analysis.state import (
+    MAX_GUARD_NODES,
+    MAX_STEPS,
+    Frame,
+    ModuleEnv,
+)
+from fabric_ls.analysis.value_ops import (
+    _binop,
+    _first_item,
+    _unpack,
+)
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    Choice,
+    ClassRef,
+    Const,
+    ContextValue,
+    Evidence,
+    External,
+    FunctionRef,
+    Mapping,
+    ModuleRef,
+    Namespace,
+    Obj,
+    StrategyObj,
+    Unknown,
+    Value,
+)
+
+
+class StatementsMixin:
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    # ----- statements --------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS or self.guards.size > MAX_GUARD_NODES:
+            raise StopRun()
+
+    def _exec_block(self, body: list[ast.stmt], frame: Frame) -> None:
+        for index, statement in enumerate(body):
+            self._tick()
+            self.places.append(StatementPlace(statement, body, index))
+            try:
+                self._exec_statement(statement, frame)
+            finally:
+                self.places.pop()
+
+    def _exec_statement(self, statement: ast.stmt, frame: Frame) -> None:
+        """Execute one statement; where it needs one option of several, once per option, joined."""
+        trail = self.trail
+        mark = trail.mark()
+        start_guard = self.guard
+        self.splittable += 1
+        try:
+            self._exec(statement, frame)
+            return
+        except _SplitHere as split:
+            trail.undo(mark)
+            self.guard = start_guard
+            key, options = split.key, split.guards
+        finally:
+            self.splittable -= 1
+            trail.release(mark)
+        guards, start = self.guards, self.guard
+        first = guards.and_(start, options[0])
+        rest = guards.and_(start, guards.any_of(options[1:]))
+        try:
+            run_branches(
+                self,
+                frame,
+                first,
+                lambda: self._exec_statement(statement, frame),
+                rest,
+                lambda: self._exec_statement(statement, frame),
+            )
+        except _CannotMerge:
+            # The sides cannot be one state: fork the run here (the other options are new runs).
+            self._fork(key, options, whole_run=True)
+            self._exec_statement(statement, frame)
+
+    def _exec(self, node: ast.stmt, frame: Frame) -> None:
+        handler = getattr(self, "_stmt_" + type(node).__name__, None)
+        if handler is not None:
+            handler(node, frame)
+        elif isinstance(node, ast.Expr):
+            self._eval(node.value, frame)
+
+    def _stmt_Expr(self, node: ast.Expr, frame: Frame) -> None:
+        self._eval(node.value, frame)
+
+    def _stmt_Assign(self, node: ast.Assign, frame: Frame) -> None:
+        value = self._eval(node.value, frame)
+        for target in node.targets:
+            self._assign(target, value, frame, node)
+
+    def _stmt_AnnAssign(self, node: ast.AnnAssign, frame: Frame) -> None:
+        if node.value is not None:
+            self._assign(node.target, self._eval(node.value, frame), frame, node)
+
+    def _stmt_AugAssign(self, node: ast.AugAssign, frame: Frame) -> None:
+        current = self._eval(node.target, frame) if isinstance(node.target, ast.Name) else UNKNOWN
+        right = self._eval(node.value, frame)
+        self._assign(node.target, _binop(node.op, current, right), frame, node)
+
+    def _stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
+        frame.bind(node.name, FunctionRef(node, frame.module))
+
+    _stmt_AsyncFunctionDef = _stmt_FunctionDef
+
+    def _stmt_ClassDef(self, node: ast.ClassDef, frame: Frame) -> None:
+        bases = [self._eval(base, frame) for base in node.bases]
+        frame.bind(node.name, ClassRef(node, frame.module, bases))
+
+    def _stmt_Import(self, node: ast.Import, frame: Frame) -> None:
+        for alias in node.names:
+            if alias.asname:
+                frame.bind(alias.asname, self._import_module(alias.name, frame, 0))
+            else:
+                head = alias.name.split(".")[0]
+                frame.bind(head, self._import_module(head, frame, 0))
+
+    def _stmt_ImportFrom(self, node: ast.ImportFrom, frame: Frame) -> None:
+        module_name = node.module or ""
+        level = node.level or 0
+        target: Optional[ModuleEnv] = None
+        if level or not is_external(module_name):
+            path = self.project.find_module(module_name, frame.module.path, level)
+            if path is not None:
+                target = self._module_env(path)
+        for alias in node.names:
+            if alias.name == "*":
+                if target is not None:
+                    for name, exported in target.globals.items():
+                        if not name.startswith("_"):
+                            frame.bind(name, exported)
+                continue
+            local = alias.asname or alias.name
+            if target is not None:
+                value: Optional[Value] = target.globals.get(alias.name)
+                if value is None:
+                    # ``from package import submodule``
+                    sub = self.project.find_module(
+                        f"{module_name}.{alias.name}" if module_name else alias.name, frame.module.path, level
+                    )
+                    env = self._module_env(sub) if sub else None
+                    value = ModuleRef(env) if env is not None else Unknown(text=alias.name)
+                frame.bind(local, value)
+            elif level == 0:
+                frame.bind(local, External(f"{module_name}.{alias.name}"))
+            else:
+                frame.bind(local, Unknown(text=alias.name))
+
+    def _import_module(self, dotted: str, frame: Frame, level: int) -> Value:
+        if is_external(dotted):
+            return External(dotted)
+        path = self.project.find_module(dotted, frame.module.path, level)
+        if path is not None:
+            env = self._module_env(path)
+            if env is not None:
+                return ModuleRef(env)
+        return External(dotted)
+
+    def _stmt_Return(self, node: ast.Return, frame: Frame) -> None:
+        raise _Return(self._eval(node.value, frame) if node.value is not None else Const(None))
+
+    def _stmt_Raise(self, node: ast.Raise, frame: Frame) -> None:
+        self.exited = True
+        raise StopRun()
+
+    def _stmt_Break(self, node: ast.Break, frame: Frame) -> None:
+        raise _Break()
+
+    def _stmt_Continue(self, node: ast.Continue, frame: Frame) -> None:
+        raise _Continue()
+
+    def _stmt_If(self, node: ast.If, frame: Frame) -> None:
+        test = self._eval(node.test, frame)
+        split = self._split(test, node.test, frame, relevant=self._relevant(node, frame))
+        if split is None:
+            return
+        if isinstance(split, bool):
+            self._exec_block(node.body if split else node.orelse, frame)
+            return
+        then_guard, else_guard = split
+        if not self.decisions.narrows:
+            # Definitions only (a helper module's top level): the first side, as Python's own
+            # ``if sys.version_info >= ...`` usually picks; no decision is recorded.
+            self._exec_block(node.body, frame)
+            return
+        if then_guard == FALSE or else_guard == FALSE:
+            self._exec_block(node.body if else_guard == FALSE else node.orelse, frame)
+            return
+        try:
+            run_branches(
+                self,
+                frame,
+                then_guard,
+                lambda: self._exec_block(node.body, frame),
+                else_guard,
+                lambda: self._exec_block(node.orelse, frame),
+            )
+        except _CannotMerge:
+            index = self._fork(_condition_key(node.test, frame), [then_guard, else_guard], whole_run=True)
+            self._exec_block(node.body if index == 0 else node.orelse, frame)
+
+    def _loop_body(self, node: ast.stmt, body: list[ast.stmt], frame: Frame) -> None:
+        if not self._relevant(node, frame):
+            return
+        # A ``break``/``continue`` on one side of a branch ends the body there; joined at its end.
+        self.loop_exits.append([])
+        try:
+            self._exec_block(body, frame)
+        except (_Break, _Continue):
+            pass
+        finally:
+            exits = self.loop_exits.pop()
+        if exits:
+            join_loop_exits(self, exits)
+
+    def _stmt_For(self, node: ast.For, frame: Frame) -> None:
+        iterable = self._eval(node.iter, frame)
+        self._assign(node.target, _first_item(iterable), frame, node)
+        self._loop_body(node, node.body, frame)
+        self._exec_block(node.orelse, frame)
+
+    _stmt_AsyncFor = _stmt_For
+
+    def _stmt_While(self, node: ast.While, frame: Frame) -> None:
+        test = self._eval(node.test, frame)
+        if isinstance(test, Const) and not test.value:
+            self._exec_block(node.orelse, frame)
+            return
+        self._loop_body(node, node.body, frame)
+
+    def _stmt_With(self, node: ast.With, frame: Frame) -> None:
+        pushed = 0
+        for item in node.items:
+            value = self._eval(item.context_expr, frame)
+            if isinstance(value, Choice):
+                value = self._concrete(value)
+            if isinstance(value, ContextValue):
+                self.contexts.append(value)
+                pushed += 1
+            if item.optional_vars is not None:
+                self._assign(item.optional_vars, UNKNOWN, frame, node)
+        try:
+            self._exec_block(node.body, frame)
+        finally:
+            for _ in range(pushed):
+                self.contexts.pop()
+
+    _stmt_AsyncWith = _stmt_With
+
+    def _stmt_Try(self, node: ast.Try, frame: Frame) -> None:
+        self.try_depth += 1
+        completed = False
+        try:
+            self._exec_block(node.body, frame)
+            completed = True
+        except StopRun:
+            if self.steps > MAX_STEPS:
+                raise
+            # A raise inside ``try`` lands in a handler; we assume it is handled.
+            self.exited = False
+        finally:
+            self.try_depth -= 1
+        if completed:
+            self._exec_block(node.orelse, frame)
+        self._exec_block(node.finalbody, frame)
+
+    _stmt_TryStar = _stmt_Try
+
+    def _stmt_Global(self, node: ast.Global, frame: Frame) -> None:
+        pass
+
+    def _stmt_Match(self, node: Any, frame: Frame) -> None:
+        if node.cases and self._relevant(node, frame):
+            self._exec_block(node.cases[0].body, frame)
+
+    # ----- assignment --------------------------------------------------------------
+
+    def _assign(self, target: ast.AST, value: Value, frame: Frame, statement: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, Const) and isinstance(value.value, str):
+                origin = Evidence(frame.module.parsed, statement, f"`{target.id}` set here")
+                value = Const(value.value, value.origins + (origin,))
+            elif isinstance(value, StrategyObj):
+                origin = Evidence(frame.module.parsed, statement, f"`{target.id}` set here")
+                value = StrategyObj(
+                    value.class_name,
+                    value.user_class,
+                    value.options,
+                    value.package,
+                    value.origins + (origin,),
+                    value.node,
+                    value.path,
+                )
+            elif isinstance(value, Obj) and not value.name:
+                value.name = target.id
+            frame.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = _unpack(value, len(target.elts))
+            for element, item in zip(target.elts, items):
+                if isinstance(element, ast.Starred):
+                    self._assign(element.value, UNKNOWN, frame, statement)
+                else:
+                    self._assign(element, item, frame, statement)
+        elif isinstance(target, ast.Attribute):
+            owner = self._eval(target.value, frame)
+            if isinstance(owner, Obj):
+                self.trail.set_item(owner.attrs, target.attr, value, owner)
+            elif isinstance(owner, Namespace):
+                pass
+        elif isinstance(target, ast.Subscript):
+            owner = self._eval(target.value, frame)
+            key = self._eval(target.slice, frame)
+            if isinstance(owner, Mapping) and isinstance(key, Const):
+                try:
+                    self.trail.set_item(owner.items, key.value, value, owner)
+                except TypeError:
+                    pass

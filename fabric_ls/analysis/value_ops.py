@@ -1,0 +1,361 @@
+"""Small operations on abstract values shared by the evaluator's parts (no state of their own)."""
+
+from __future__ import annotations
+
+import ast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Iterable,
+    Optional,
+)
+
+from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.state import (
+    FABRIC_CLASSES,
+    FABRIC_METHODS,
+    Frame,
+)
+from fabric_ls.analysis.strategies import STRATEGY_CLASSES
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    ArgOption,
+    Choice,
+    ClassRef,
+    Const,
+    External,
+    FabricObj,
+    FunctionRef,
+    Mapping,
+    ModelOutput,
+    Obj,
+    Params,
+    Seq,
+    SetupDataLoader,
+    SetupModule,
+    SetupOptimizer,
+    StrategyObj,
+    Unknown,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from fabric_ls.analysis.run import Run
+
+
+class _Marker:
+    def __repr__(self) -> str:
+        return "<unreadable>"
+
+
+_NOT_LITERAL = _Marker()
+_UNREADABLE = _Marker()
+
+
+def _literal(value: Value) -> Any:
+    """A plain Python value for a constant abstract value, else ``_NOT_LITERAL``."""
+    if isinstance(value, Const):
+        return value.value
+    if isinstance(value, Seq):
+        items = [_literal(item) for item in value.items]
+        if any(item is _NOT_LITERAL for item in items):
+            return _NOT_LITERAL
+        return tuple(items) if value.is_tuple else items
+    if isinstance(value, Mapping):
+        result = {}
+        for key, item in value.items.items():
+            literal = _literal(item)
+            if literal is _NOT_LITERAL:
+                return _NOT_LITERAL
+            result[key] = literal
+        return result
+    return _NOT_LITERAL
+
+
+def _literal_seq(items: list[Value], is_tuple: bool) -> Value:
+    return Seq(items, is_tuple=is_tuple)
+
+
+def _items(value: Value) -> list[Value]:
+    if isinstance(value, Seq):
+        return list(value.items)
+    return [value]
+
+
+def _unpack(value: Value, count: int) -> list[Value]:
+    if isinstance(value, Seq) and len(value.items) == count:
+        return list(value.items)
+    if isinstance(value, Const) and isinstance(value.value, (tuple, list)) and len(value.value) == count:
+        return [Const(item, value.origins) for item in value.value]
+    return [UNKNOWN] * count
+
+
+def _first_item(value: Value) -> Value:
+    if isinstance(value, Seq) and value.items:
+        return value.items[0]
+    if isinstance(value, SetupDataLoader):
+        return UNKNOWN
+    return UNKNOWN
+
+
+def _binop(op: ast.operator, left: Value, right: Value) -> Value:
+    if isinstance(left, ModelOutput):
+        return left
+    if isinstance(right, ModelOutput):
+        return right
+    if isinstance(left, Const) and isinstance(right, Const):
+        try:
+            return Const(_BINOPS[type(op)](left.value, right.value), left.origins + right.origins)
+        except Exception:
+            return UNKNOWN
+    if isinstance(left, Seq) and isinstance(right, Seq) and isinstance(op, ast.Add):
+        return Seq(left.items + right.items)
+    return Unknown()
+
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b if not isinstance(a, str) else _no(),
+    ast.Div: lambda a, b: a / b,
+}
+
+
+def _no() -> Any:
+    raise ValueError
+
+
+def _params_of(receiver: Value, node: ast.AST) -> Params:
+    if isinstance(receiver, SetupModule):
+        return Params(receiver.inner, meta=False, set_up=True, at=node)
+    assert isinstance(receiver, Obj)
+    # Setting a module up materialises and shards its parameters in place.
+    set_up = "__setup__" in receiver.attrs
+    return Params(receiver, meta=receiver.meta and not set_up, set_up=set_up, at=node)
+
+
+def _collect_params(value: Value, depth: int = 0) -> list[Params]:
+    if depth > 4:
+        return []
+    if isinstance(value, Params):
+        return [value]
+    if isinstance(value, Seq):
+        found: list[Params] = []
+        for item in value.items:
+            found.extend(_collect_params(item, depth + 1))
+        return found
+    if isinstance(value, Mapping):
+        found = []
+        for item in value.items.values():
+            found.extend(_collect_params(item, depth + 1))
+        return found
+    return []
+
+
+def _option_value(option: ArgOption) -> Value:
+    """``args.<dest>``: the default unless the user passes the flag; choices when listed."""
+    default = option.default
+    key = f"argparse:{id(option.node)}"
+    if option.choices:
+        ordered = list(option.choices)
+        if isinstance(default, Const):
+            ordered.sort(key=lambda c: 0 if isinstance(c, Const) and c.value == default.value else 1)
+        descriptions = []
+        texts = []
+        for choice in ordered:
+            shown = repr(choice.value) if isinstance(choice, Const) else "?"
+            is_default = (
+                isinstance(default, Const) and isinstance(choice, Const) and choice.value == default.value
+            )
+            suffix = " (the default)" if is_default else ""
+            descriptions.append(f"`{option.flag}` is {shown}{suffix}")
+            texts.append(f"{shown}{suffix}")
+        return Choice(key, tuple(ordered), tuple(descriptions), f"`{option.flag}`", tuple(texts))
+    if isinstance(default, Const):
+        # A boolean flag given on the command line is its opposite (``store_true``).
+        given: Value = (
+            Const(not default.value)
+            if isinstance(default.value, bool)
+            else Unknown(text=option.flag, key=f"{key}:given")
+        )
+        return Choice(
+            key,
+            (default, given),
+            (f"`{option.flag}` left at its default {default.value!r}", f"`{option.flag}` given"),
+        )
+    return Unknown(text=option.flag)
+
+
+def _class_method(cls: Optional[ClassRef], name: str, depth: int = 0) -> Optional[FunctionRef]:
+    if cls is None or depth > 8:
+        return None
+    for statement in cls.node.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == name:
+            return FunctionRef(statement, cls.module, owner=cls)
+    for base in cls.bases:
+        if isinstance(base, ClassRef):
+            found = _class_method(base, name, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _class_attribute(cls: ClassRef, name: str, run: Run, frame: Frame) -> Optional[Value]:
+    for statement in cls.node.body:
+        if isinstance(statement, ast.Assign):
+            for target in statement.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    return run._eval(statement.value, Frame(cls.module))
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            if statement.target.id == name and statement.value is not None:
+                return run._eval(statement.value, Frame(cls.module))
+    return None
+
+
+def _bind_fields(cls: ClassRef, instance: Obj, args: list[Value], keywords: dict[str, Value]) -> None:
+    """A dataclass (or NamedTuple) built without an ``__init__`` of its own: arguments become fields."""
+    fields: list[str] = []
+    chain: list[ClassRef] = []
+    current: Optional[ClassRef] = cls
+    while current is not None and len(chain) < 8:
+        chain.append(current)
+        current = next((b for b in current.bases if isinstance(b, ClassRef)), None)
+    for klass in reversed(chain):
+        for statement in klass.node.body:
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                if statement.target.id not in fields:
+                    fields.append(statement.target.id)
+    for name, value in zip(fields, args):
+        instance.attrs[name] = value
+    for name, value in keywords.items():
+        if name in fields:
+            instance.attrs[name] = value
+
+
+def _lightning_base(cls: ClassRef, depth: int = 0) -> Optional[str]:
+    """The Lightning class a user class derives from (Fabric or a strategy), if any."""
+    if depth > 8:
+        return None
+    for base in cls.bases:
+        if isinstance(base, External):
+            if base.qualname in FABRIC_CLASSES:
+                return base.qualname
+            if base.qualname.rsplit(".", 1)[-1] in STRATEGY_CLASSES and base.qualname.startswith("lightning"):
+                return base.qualname
+        if isinstance(base, ClassRef):
+            found = _lightning_base(base, depth + 1)
+            if found:
+                return found
+    return None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _same_constant(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _tracked(value: Value) -> bool:
+    return isinstance(
+        value,
+        (FabricObj, Obj, SetupModule, SetupOptimizer, SetupDataLoader, Params, StrategyObj, ModelOutput, Seq),
+    )
+
+
+def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
+    """Names read by Fabric API calls and constructors anywhere in the module."""
+    cached = parsed.interesting_names
+    if cached is not None:
+        return cached
+    names: set[str] = set()
+    for node in ast.walk(parsed.tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            is_api = isinstance(func, ast.Attribute) and func.attr in FABRIC_METHODS
+            is_ctor = (
+                isinstance(func, ast.Name) and (func.id.endswith("Fabric") or func.id.endswith("Strategy"))
+            ) or (
+                isinstance(func, ast.Attribute)
+                and (func.attr.endswith("Fabric") or func.attr.endswith("Strategy"))
+            )
+            if is_api or is_ctor:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    for sub in ast.walk(arg):
+                        if isinstance(sub, ast.Name):
+                            names.add(sub.id)
+    result = frozenset(names)
+    # Kept on the parsed file itself: an id()-keyed cache would hand a new tree an old answer.
+    parsed.interesting_names = result
+    return result
+
+
+def _is_exit_call(func: ast.AST) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in ("exit", "quit")
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("exit", "_exit")
+        and isinstance(func.value, ast.Name)
+        and func.value.id in ("sys", "os")
+    )
+
+
+def _looks_like_fabric_param(param: ast.arg) -> bool:
+    annotation = param.annotation
+    text = ""
+    if isinstance(annotation, ast.Name):
+        text = annotation.id
+    elif isinstance(annotation, ast.Attribute):
+        text = annotation.attr
+    elif isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        text = annotation.value.rsplit(".", 1)[-1]
+    return text == "Fabric" or param.arg == "fabric"
+
+
+def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
+    """Top-level functions and methods that use Fabric, directly or through the module's other
+    functions and classes, in source order (candidate entry points)."""
+    definitions = [
+        s for s in parsed.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+    facts = {id(d): _definition_facts(d) for d in definitions}
+    using = {d.name for d in definitions if facts[id(d)][0]}
+    changed = True
+    while changed:
+        changed = False
+        for definition in definitions:
+            if definition.name not in using and facts[id(definition)][1] & using:
+                using.add(definition.name)
+                changed = True
+    for statement in definitions:
+        if isinstance(statement, ast.ClassDef):
+            for inner in statement.body:
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    mentions, loaded = _definition_facts(inner)
+                    if mentions or loaded & using:
+                        yield inner
+        elif statement.name in using:
+            yield statement
+
+
+def _definition_facts(definition: ast.AST) -> tuple[bool, set[str]]:
+    """One walk: does it use Fabric's API , and which names does it read?"""
+    mentions = False
+    loaded: set[str] = set()
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                loaded.add(node.id)
+            if node.id.endswith("Fabric") or node.id.endswith("Strategy"):
+                mentions = True
+        elif isinstance(node, ast.Attribute) and (
+            node.attr in FABRIC_METHODS or node.attr.endswith("Fabric")
+        ):
+            mentions = True
+    return mentions, loaded
