@@ -7,7 +7,10 @@ parallel run is byte for byte the output of a serial one.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
@@ -111,6 +114,14 @@ def _start_worker(project_options: dict[str, Any]) -> None:
     # One Project per worker, as one per serial run: its jedi cache serves all the worker's files.
     global _WORKER_PROJECT
     _WORKER_PROJECT = Project(**project_options)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose ``check`` was killed (a CI time-out, Ctrl-C) must not go on alone."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _check_in_worker(task: FileTask) -> FileReport:
