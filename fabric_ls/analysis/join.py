@@ -356,6 +356,8 @@ def merge_values(run: Run, alternatives: list[tuple[int, Any]], name: str) -> Va
         for index, known in enumerate(options):
             if same(known, value):
                 guards[index] = run.guards.or_(guards[index], guard)
+                if known is not value:
+                    _widen_existence(run, known, value)
                 break
         else:
             options.append(value)
@@ -363,6 +365,17 @@ def merge_values(run: Run, alternatives: list[tuple[int, Any]], name: str) -> Va
     if len(options) == 1:
         return options[0]
     return Merged(f"merge:{new_uid()}", tuple(options), ("",) * len(options), guards=tuple(guards))
+
+
+def _widen_existence(run: Run, kept: Any, dropped: Any) -> None:
+    """One object now stands for two built on different paths: it exists wherever either did."""
+    owners = [(kept, dropped)]
+    if isinstance(kept, FabricObj):
+        owners = [(kept.site, dropped.site)]
+    for keep, drop in owners:
+        wider = run.guards.or_(getattr(keep, "existence_guard", TRUE), getattr(drop, "existence_guard", TRUE))
+        if hasattr(keep, "existence_guard") and wider != keep.existence_guard:
+            run.trail.set_attr(keep, "existence_guard", wider)
 
 
 def same(first: Any, second: Any) -> bool:

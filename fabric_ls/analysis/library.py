@@ -31,6 +31,7 @@ from fabric_ls.analysis.values import (
     Namespace,
     Obj,
     Seq,
+    SetupModule,
     StrategyAttr,
     StrategyObj,
     Unknown,
@@ -68,6 +69,9 @@ class LibraryMixin:
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
         args, keywords, _ = self._eval_args(node, frame)
+        if qualname in ("torch.compile",) and args and isinstance(args[0], (Obj, SetupModule, Choice)):
+            # The compiled module is the module for Fabric: setup unwraps it (_unwrap_compiled).
+            return args[0]
         if qualname in PARAMS_PASSTHROUGH:
             passed = [p for value in args for p in _collect_params(value)]
             if passed:
