@@ -37,12 +37,12 @@ from fabric_ls import (
     __version__,
     engine,
     explain,
-    jedi_bridge,
     lsp_convert,
     lsp_protocol,
     trust,
     workspace_config,
 )
+from fabric_ls.analysis import jedi_bridge
 from fabric_ls.analysis.strategies import MATRIX_NAMES
 from fabric_ls.model import Analysis, Finding, Origin
 from fabric_ls.settings import Settings

@@ -10,7 +10,7 @@ from pathlib import Path
 import jedi
 import pytest
 
-from fabric_ls import jedi_bridge
+from fabric_ls.analysis import jedi_bridge
 from fabric_ls.engine import Project, analyze_source
 from fabric_ls.settings import Settings
 
