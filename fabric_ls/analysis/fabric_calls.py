@@ -60,6 +60,41 @@ class FabricMixin:
         names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
         given = dict(zip(names, args))
         given.update({k: v for k, v in keywords.items() if k in names})
+        return self._build_fabric(given, args, keywords, opaque, node, frame, qualname)
+
+    def _build_fabric(
+        self,
+        given: dict[str, Value],
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool,
+        node: ast.Call,
+        frame: Frame,
+        qualname: str,
+    ) -> Value:
+        """One Fabric per combination of the arguments' options, each under its guard, joined.
+
+        The arguments were evaluated once: the statement around ``Fabric(...)`` (often a helper call
+        that computes them) does not run again per strategy or precision.
+        """
+        for name, value in given.items():
+            if isinstance(value, Choice) and self.decisions.narrows:
+                leaves = self._leaves(value, TRUE, 0)
+                if len(leaves) < 2:
+                    continue
+                alternatives = [
+                    (
+                        self.guards.and_(self.guard, guard),
+                        lambda leaf=leaf, name=name: self._build_fabric(  # type: ignore[misc]
+                            {**given, name: leaf}, args, keywords, opaque, node, frame, qualname
+                        ),
+                    )
+                    for guard, leaf in leaves
+                ]
+                try:
+                    return run_alternatives(self, frame, alternatives)  # type: ignore[no-any-return]
+                except _CannotMerge:
+                    break  # one Fabric per path instead (the statement splits)
         config, provenance = self._fabric_config(given, opaque, frame)
         # connector.py:191 accepts only strategy objects of the Fabric's own package.
         package = "lightning_fabric" if qualname.startswith("lightning_fabric") else "lightning.fabric"
