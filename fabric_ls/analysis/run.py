@@ -1,16 +1,16 @@
 """Walk a script the way Python would, with abstract values, and report Fabric calls.
 
-One *run* executes the program once. Where the path depends on something the
-source does not fix (an ``if`` on a CLI flag, on ``torch.cuda.is_available()``),
-both sides run on one state (undone between them through ``fabric_ls.analysis.trail``) and
-are joined where they meet: a name bound differently becomes a ``Merged`` value
-whose options carry guards (``fabric_ls.analysis.guards``); Fabric calls are recorded with
-the guard they happen under. A run forks only where a value must be one thing
-(the strategy a ``Fabric(...)`` gets): it asks ``Decisions`` which option to take
-and ``explore.py`` runs the others. Loops run their body once.
+One *run* executes the program once. Where the path depends on something the source
+does not fix (an ``if`` on a CLI flag, on ``torch.cuda.is_available()``), both sides
+run on one state (undone between them through ``trail``) and are joined where they meet
+(``join``): a name bound differently becomes a ``Merged`` value whose options carry
+guards (``guards``), and Fabric calls are recorded with the guard they happen under.
+A statement that needs one of several values runs once per value and is joined; the
+run itself forks (``Decisions``, and ``explore`` runs the others) only where two sides
+cannot be one state. Loops run their body once.
 
-The evaluator is split by concern into mixins (statements, conditions, expressions, calls,
-library, fabric_calls); ``Run`` holds the state they share.
+The evaluator is split by concern into mixins (statements, conditions, expressions,
+calls, library, fabric_calls); ``Run`` holds the state they share.
 """
 
 from __future__ import annotations
