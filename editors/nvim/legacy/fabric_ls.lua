@@ -24,7 +24,7 @@ local function interpreter()
 end
 
 -- A `python` named by a workspace's pyproject.toml runs only in folders you trust (see README.md),
--- e.g. vim.g.fabric_ls_trusted_roots = { '~/work/my-project' } (a folder and everything under it).
+-- e.g. vim.g.fabric_ls_trusted_roots = { '~/projects/my-project' } (a folder and everything under it).
 local function trusted(root)
   root = vim.fs.normalize(root)
   for _, folder in ipairs(vim.g.fabric_ls_trusted_roots or {}) do

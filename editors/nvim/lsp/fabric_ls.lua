@@ -28,7 +28,7 @@ end
 
 -- fabric-ls runs a program a workspace names (`[tool.fabric-ls] python` in its pyproject.toml) only
 -- when the client says the workspace is trusted. Neovim has no workspace trust of its own: list the
--- folders you trust, e.g. `vim.g.fabric_ls_trusted_roots = { '~/work/my-project' }` (a folder and
+-- folders you trust, e.g. `vim.g.fabric_ls_trusted_roots = { '~/projects/my-project' }` (a folder and
 -- everything under it). Any other folder, e.g. a repository you just cloned, stays untrusted.
 local function trusted(root)
   if not root then
