@@ -254,14 +254,36 @@ def test_conditions_are_short_and_name_each_decision_once_per_clause(tmp_path):
 
 
 def test_the_answer_does_not_depend_on_the_clock(tmp_path, monkeypatch):
-    script = _many_flags_script()
-    before = found(check(tmp_path, script))
+    # A machine so slow that every clock read is an hour later: a wall-clock budget would give up at
+    # once, and the error would become a warning with a "some paths were not checked" note.
+    (tmp_path / "utils.py").write_text("def get_default_supported_precision(training, tpu=False):\n    ...\n")
+    scripts = {"flags.py": _many_flags_script(), "pretrain.py": PRETRAIN, "plain.py": PLAIN_DEEPSPEED}
+
+    def answers():
+        result = {}
+        for name, script in scripts.items():
+            analysis = check(tmp_path, script, name)
+            result[name] = (found(analysis), analysis.notes)
+        return result
+
+    before = answers()
+    assert before["plain.py"] == ([("FAB001", 6, "error", None)], [])
     start = time.monotonic()
-    # A machine so slow that every clock read is an hour later: a wall-clock budget would give up.
     ticks = iter(range(10**9))
     monkeypatch.setattr(time, "monotonic", lambda: start + 3600.0 * next(ticks))
     monkeypatch.setattr(time, "perf_counter", lambda: start + 3600.0 * next(ticks))
-    assert found(check(tmp_path, script)) == before
+    monkeypatch.setattr(time, "time", lambda: start + 3600.0 * next(ticks))
+    assert answers() == before
+
+
+PLAIN_DEEPSPEED = """\
+import torch
+from lightning.fabric import Fabric
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 2))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+"""
 
 
 @pytest.mark.parametrize("order", [("a.py", "b.py"), ("b.py", "a.py")])
