@@ -9,30 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from samples import DEEPSPEED, DEEPSPEED_FIXED
+
 from fabric_ls.cli import _write_atomically
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
-
-DEEPSPEED = """\
-import torch
-from lightning.fabric import Fabric
-
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-model = fabric.setup_module(model)
-optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-"""
-DEEPSPEED_FIXED = """\
-import torch
-from lightning.fabric import Fabric
-
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
-"""
 
 
 def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

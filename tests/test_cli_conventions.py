@@ -13,29 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from samples import DEEPSPEED, DEEPSPEED_FIXED
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
-DEEPSPEED = """\
-import torch
-from lightning.fabric import Fabric
-
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-model = fabric.setup_module(model)
-optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-"""
-DEEPSPEED_FIXED = """\
-import torch
-from lightning.fabric import Fabric
-
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
-"""
 # Line 9 lacks its colon: Python says "expected ':'" at line 9, column 20.
 BROKEN_TAIL = "for batch in loader\n    loss = model(batch)\n"
 

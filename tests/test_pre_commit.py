@@ -17,31 +17,15 @@ import pytest
 
 pytest.importorskip("pre_commit", reason="pre-commit is in the `test` extra")
 
+from samples import DEEPSPEED, DEEPSPEED_FIXED
+
 ROOT = Path(__file__).resolve().parent.parent
 # What `pip install` of the hook repository needs, and the hook definition itself.
 HOOK_REPO_FILES = ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "fabric_ls")
 # pip's words when the package registry cannot be reached: then the test cannot say anything.
 NO_REGISTRY = ("No matching distribution found", "Could not find a version", "NewConnectionError")
 
-BAD = """\
-import torch
-from lightning.fabric import Fabric
-
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-model = fabric.setup_module(model)
-optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
-"""
-FIXED = """\
-import torch
-from lightning.fabric import Fabric
-
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
-"""
+BAD, FIXED = DEEPSPEED, DEEPSPEED_FIXED
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:

@@ -324,7 +324,7 @@ def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
     definitions = [
         s for s in parsed.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     ]
-    facts = {id(d): _definition_facts(d) for d in definitions}
+    facts = {id(d): _cached_facts(parsed, d) for d in definitions}
     using = {d.name for d in definitions if facts[id(d)][0]}
     changed = True
     while changed:
@@ -337,11 +337,33 @@ def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
         if isinstance(statement, ast.ClassDef):
             for inner in statement.body:
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    mentions, loaded = _definition_facts(inner)
+                    mentions, loaded = _cached_facts(parsed, inner)
                     if mentions or loaded & using:
                         yield inner
         elif statement.name in using:
             yield statement
+
+
+# Definition source text → its facts. An edit re-parses the file; the functions it did not touch keep
+# their text, so the server does not walk them again on every keystroke.
+_FACTS_BY_TEXT: dict[str, tuple[bool, frozenset[str]]] = {}
+_MAX_CACHED_FACTS = 4096
+
+
+def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, frozenset[str]]:
+    start = getattr(definition, "lineno", 1) - 1
+    end = getattr(definition, "end_lineno", None) or start + 1
+    if getattr(definition, "decorator_list", None):
+        start = min(start, min(d.lineno for d in definition.decorator_list) - 1)  # type: ignore[attr-defined]
+    text = "\n".join(parsed.lines[start:end])
+    found = _FACTS_BY_TEXT.get(text)
+    if found is None:
+        mentions, loaded = _definition_facts(definition)
+        found = (mentions, frozenset(loaded))
+        if len(_FACTS_BY_TEXT) >= _MAX_CACHED_FACTS:
+            _FACTS_BY_TEXT.clear()
+        _FACTS_BY_TEXT[text] = found
+    return found
 
 
 def _definition_facts(definition: ast.AST) -> tuple[bool, set[str]]:
