@@ -100,7 +100,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             # `fabric-ls check | head`: the reader left; say nothing more (Python would print a traceback).
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_FINDINGS
-    from fabric_ls.server import start
+    from fabric_ls.lsp.serve import start
 
     tcp = arguments.tcp or getattr(arguments, "serve_tcp", False)
     host = getattr(arguments, "serve_host", None) or arguments.host

@@ -195,7 +195,7 @@ def finding_json(finding: Finding) -> dict:
         "message": finding.message,
         "strategy": finding.strategy,
         "condition": finding.condition,
-        "url": _rule_url(finding.code),
+        "url": finding.docs_url or _rule_url(finding.code),
         "fix": _fix_json(finding),
     }
 

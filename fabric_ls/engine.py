@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
-import re
+from dataclasses import replace
 from typing import Iterable, Iterator, Optional
 
 from fabric_ls import rules
@@ -27,15 +27,14 @@ from fabric_ls.model import (
     StrategyCandidate,
     SyntaxProblem,
 )
-from fabric_ls.records import get_record
+from fabric_ls.records import docs_url, get_record
 from fabric_ls.settings import Settings
+from fabric_ls.suppression import is_suppressed
 
 DEFAULT_SETTINGS = Settings()
 
 __all__ = ["Project", "analyze_source", "analyze_file", "portability", "iter_python_files", "warm_up"]
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-_IGNORE = re.compile(r"#\s*fabric-ls:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 # Files larger than this are not analysed (a note says so): a training script is far
 # smaller, and parsing alone takes seconds beyond it.
 MAX_FILE_BYTES = 1_000_000
@@ -79,13 +78,13 @@ def portability(
 ) -> dict[str, list[Finding]]:
     """For each registry strategy (or those given), the findings the script would get if it were chosen.
 
-    Launch and hardware rules (FAB009, FAB018, FAB019) are left out: choosing another strategy
+    Launch and hardware rules (``MACHINE_DEPENDENT``) are left out: choosing another strategy
     comes with its own launcher and machine.
     """
     result: dict[str, list[Finding]] = {}
     for name in strategies if strategies is not None else MATRIX_NAMES:
         analysis = _analyze(source, path, settings, project, name, force=True)
-        result[name] = [f for f in analysis.findings if f.code not in ("FAB009", "FAB018", "FAB019")]
+        result[name] = [f for f in analysis.findings if not rules.machine_dependent(f.code)]
     return result
 
 
@@ -121,13 +120,16 @@ def _analyze(
 
     for merged in merge_findings(exploration, _span_of):
         finding = _finding(merged, settings, parsed)
-        if finding is None or _suppressed(merged.event.parsed, finding):
+        if finding is None or _suppressed(merged.event.parsed, finding.span, finding.code):
             continue
         if finding.path == path:
             analysis.findings.append(finding)
-        else:
-            analysis.other_findings.append(finding)
-    analysis.findings.sort(key=lambda f: (f.span, f.code))
+            continue
+        analysis.other_findings.append(finding)
+        at_call = _at_call(finding, parsed)
+        if at_call is not None:
+            analysis.findings.append(at_call)
+    analysis.findings = _unique_sorted(analysis.findings)
     analysis.fabric_sites = _fabric_sites(exploration, parsed)
     analysis.call_sites = _call_sites(exploration, path)
     return analysis
@@ -164,7 +166,7 @@ def _finding(
     except KeyError:
         message = record.title
     details = []
-    if state.strategy.class_name is not None and merged.rule not in ("FAB007", "FAB008", "FAB015", "FAB017"):
+    if state.strategy.class_name is not None and rules.names_strategy(merged.rule):
         where = _where(state, event.parsed.path)
         details.append(f"strategy {strategy_label}{where}")
     if merged.condition:
@@ -173,7 +175,7 @@ def _finding(
         details.append("strategy assumed from the `strategy` setting")
     if details:
         message = f"{message} [{'; '.join(details)}]"
-    default = getattr(rules.BY_ID[merged.rule], "DEFAULT_SEVERITY", None) or record.severity
+    default = rules.default_severity(merged.rule) or record.severity
     severity = default if merged.always else "warning"
     if severity == "error" and state.strategy.assumed:
         severity = "warning"
@@ -195,6 +197,8 @@ def _finding(
         related=_strategy_origins(state),
         fix=merged.violation.fix,
         via=via,
+        title=record.title,
+        docs_url=docs_url(record.rule, settings.docs_base_url),
     )
 
 
@@ -207,20 +211,37 @@ def _where(state: FabricState, here: str) -> str:
     return f" (Fabric at {os.path.basename(state.path)}:{line})"
 
 
-def _suppressed(parsed: ParsedSource, finding: Finding) -> bool:
-    for line0 in {finding.span.start_line, finding.span.end_line}:
-        text = parsed.line_text(line0)
-        if "#" not in text:
-            continue
-        for pattern in (_NOQA, _IGNORE):
-            for match in pattern.finditer(text):
-                codes = match.group("codes")
-                if not codes:
-                    return True
-                listed = {c.strip().upper() for c in re.split(r"[\s,]+", codes) if c.strip()}
-                if finding.code in listed:
-                    return True
-    return False
+def _suppressed(parsed: ParsedSource, span: Span, code: str) -> bool:
+    return any(is_suppressed(parsed.line_text(line), code) for line in {span.start_line, span.end_line})
+
+
+def _at_call(finding: Finding, main: ParsedSource) -> Optional[Finding]:
+    """A finding in a helper module, shown again at the script's call that leads there.
+
+    It carries no fix (the fix edits the helper module); a suppression comment on the call hides it.
+    """
+    via = finding.via
+    if via is None or via.path != main.path or _suppressed(main, via.span, finding.code):
+        return None
+    where = f"{os.path.basename(finding.path)}:{finding.span.start_line + 1}"
+    return replace(
+        finding,
+        path=main.path,
+        span=via.span,
+        message=f"{finding.message} (in {where}, reached through this call)",
+        related=(Origin(finding.path, finding.span, f"the call in {where}"), *finding.related),
+        fix=None,
+        via=None,
+    )
+
+
+def _unique_sorted(findings: list[Finding]) -> list[Finding]:
+    """By position and code; of findings with the same place, code and message (two calls into one
+    helper reach the same line), the first."""
+    unique: dict[tuple[Span, str, str], Finding] = {}
+    for finding in findings:
+        unique.setdefault((finding.span, finding.code, finding.message), finding)
+    return sorted(unique.values(), key=lambda f: (f.span, f.code))
 
 
 def _fabric_sites(exploration, parsed: ParsedSource) -> list[FabricSite]:  # type: ignore[no-untyped-def]

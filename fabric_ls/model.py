@@ -119,6 +119,9 @@ class Finding:
     fix: Optional[Fix] = None
     # For a finding in another file: the call in the analysed script that leads there.
     via: Optional[Origin] = None
+    # The rule's title and its docs page (a ``file:`` URI of the installed page by default).
+    title: str = ""
+    docs_url: str = ""
 
 
 @dataclass(frozen=True)

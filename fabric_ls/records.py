@@ -16,11 +16,14 @@ import re
 import string
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Tuple
 
 SCHEMA_VERSION = 3
 LIGHTNING_VERSION = "2.6.6"
-DOCS_BASE_URL = "https://github.com/fabric-ls/fabric-ls/blob/main/docs/rules/"
+# The rule pages ship inside the package, so a diagnostic's link works offline and matches the
+# installed version; the `docsBaseUrl` setting points links at a hosted copy instead.
+PAGES_DIR = Path(__file__).resolve().parent / "docs" / "rules"
 LIGHTNING_SOURCE_URL = f"https://github.com/Lightning-AI/pytorch-lightning/blob/{LIGHTNING_VERSION}/"
 
 # The placeholder every message may use: the runtime strategy class name, e.g. DeepSpeedStrategy.
@@ -134,7 +137,7 @@ class Record:
     @property
     def docs_url(self) -> str:
         """The rule's docs page, used as the diagnostic's ``codeDescription``."""
-        return f"{DOCS_BASE_URL}{self.rule}.md"
+        return docs_url(self.rule)
 
     @property
     def source_url(self) -> str:
@@ -439,3 +442,10 @@ def get_record(rule: str) -> Record:
         if record.name == rule:
             return record
     raise KeyError(f"unknown rule {rule!r}; known rules: {', '.join(records)}")
+
+
+def docs_url(rule: str, base: Optional[str] = None) -> str:
+    """The rule's page: under ``base`` when given, else the installed page as a ``file:`` URI."""
+    if base:
+        return f"{base.rstrip('/')}/{rule}.md"
+    return (PAGES_DIR / f"{rule}.md").as_uri()

@@ -21,6 +21,8 @@ class Settings:
     ignore: tuple[str, ...] = ()
     severity: tuple[tuple[str, str], ...] = ()
     python: Optional[str] = None
+    # Where diagnostics' rule links point (None: the pages installed with fabric-ls).
+    docs_base_url: Optional[str] = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def wants(self, code: str) -> bool:
@@ -93,6 +95,15 @@ def parse_settings(raw: Mapping[str, Any], base: Settings = Settings()) -> tuple
                 problems.append(
                     f"`{key}` must be a path to a Python interpreter or virtualenv; got {value!r}"
                 )
+        elif normal in ("docs_base_url", "docsBaseUrl"):
+            if value in (None, ""):
+                result = replace(result, docs_base_url=None)
+            elif isinstance(value, str) and value.startswith(("https://", "http://", "file:")):
+                result = replace(result, docs_base_url=value)
+            else:
+                problems.append(f"`{key}` must be an http(s) or file: URL of the rule pages; got {value!r}")
         else:
-            problems.append(f"unknown setting `{key}` (known: strategy, select, ignore, severity, python)")
+            problems.append(
+                f"unknown setting `{key}` (known: strategy, select, ignore, severity, python, docsBaseUrl)"
+            )
     return result, problems

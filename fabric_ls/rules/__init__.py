@@ -1,92 +1,93 @@
-"""The rules, one module each, and the order Lightning checks them in.
+"""The rules, discovered: every module in this package that defines ``RULE`` is one.
 
-Each module has ``RULE`` (its id), ``METHODS`` (the calls it inspects), ``check(event)``
-and the ``VALID``/``INVALID`` samples that prove it.
+A rule module has ``RULE`` (its id, with a record ``fabric_ls/records/<RULE>.json``), ``METHODS``
+(the calls it inspects), ``check(event)``, and the ``VALID``/``INVALID`` samples that prove it.
+Optional attributes say how the engine presents it:
+
+- ``DEFAULT_SEVERITY``: overrides the record's severity (e.g. a warning where ``fabric run`` may
+  make the script right);
+- ``MACHINE_DEPENDENT = True``: the outcome comes from the launcher or the hardware, so the
+  strategy matrix (which changes the strategy, not the machine) leaves it out;
+- ``NAMES_STRATEGY = False``: the message does not depend on the strategy, so it is not tagged with it;
+- ``JUDGES_MISSING_ARGUMENTS = True``: the rule waits until a call being typed is closed.
+
+``LIGHTNING_ORDER`` is the one place that says in which order Lightning runs its checks.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from types import ModuleType
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.rules import (
-    clip_gradients_misuse,
-    deepspeed_backward_needs_model,
-    deepspeed_backward_without_setup,
-    deepspeed_requires_cuda,
-    deepspeed_single_optimizer,
-    fsdp_joint_setup_orig_params,
-    fsdp_meta_joint_setup,
-    fsdp_requires_gpu,
-    invalid_strategy_name,
-    joint_setup_required,
-    launch_misuse,
-    launch_needs_function,
-    launch_required,
-    meta_optimizer_setup,
-    model_set_up_twice,
-    no_backward_sync_before_setup,
-    optimizer_before_sharded_setup,
-    optimizer_set_up_twice,
-    setup_dataloaders_misuse,
-    unsupported_precision,
-    use_fabric_backward,
-    xla_fsdp_separate_setup,
-    xla_single_device_pjrt,
-    zero3_empty_init_false,
+
+# Lightning's check order (FABRIC_RULES.md §3): within one call, the first check that fires is the
+# exception the user sees, so later ones are not reported for that call. Rules are listed in the
+# order Lightning reaches them; a call only consults the rules whose ``METHODS`` name it. A rule
+# that shares no call with another needs no entry (tests/test_rules.py says when one is missing).
+LIGHTNING_ORDER: tuple[str, ...] = (
+    # Fabric(...): the connector validates names and flags, then the accelerator, then precision.
+    "FAB021",
+    "FAB018",
+    "FAB022",
+    # launch(): the CLI check, the function check, then the launcher's own checks.
+    "FAB017",
+    "FAB006",
+    "FAB019",
+    "FAB020",
+    # setup*, init_module and the collectives: `_validate_launched` runs first.
+    "FAB009",
+    "FAB001",
+    "FAB015",
+    "FAB007",
+    "FAB008",
+    "FAB002",
+    "FAB010",
+    "FAB011",
+    "FAB012",
+    "FAB013",
+    "FAB014",
+    "FAB003",
+    # backward
+    "FAB004",
+    "FAB005",
 )
 
-ALL_RULES: tuple[ModuleType, ...] = (
-    joint_setup_required,
-    fsdp_meta_joint_setup,
-    zero3_empty_init_false,
-    deepspeed_backward_without_setup,
-    deepspeed_backward_needs_model,
-    launch_needs_function,
-    model_set_up_twice,
-    optimizer_set_up_twice,
-    launch_required,
-    meta_optimizer_setup,
-    xla_fsdp_separate_setup,
-    optimizer_before_sharded_setup,
-    fsdp_joint_setup_orig_params,
-    deepspeed_single_optimizer,
-    setup_dataloaders_misuse,
-    use_fabric_backward,
-    launch_misuse,
-    fsdp_requires_gpu,
-    deepspeed_requires_cuda,
-    xla_single_device_pjrt,
-    invalid_strategy_name,
-    unsupported_precision,
-    clip_gradients_misuse,
-    no_backward_sync_before_setup,
-)
 
-BY_ID = {module.RULE: module for module in ALL_RULES}
+def _discover() -> dict[str, ModuleType]:
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        rule = getattr(module, "RULE", None)
+        if rule is None:
+            continue  # a shared helper module (common.py)
+        if rule in found:
+            raise RuntimeError(f"{rule} is defined by both {found[rule].__name__} and {module.__name__}")
+        found[rule] = module
+    return dict(sorted(found.items()))
 
-# The order of Lightning's own checks inside each call (FABRIC_RULES.md §3): the first that
-# fires is the exception the user would see, so later ones are not reported for that call.
-CHECK_ORDER: dict[str, tuple[str, ...]] = {
-    "Fabric": ("FAB021", "FAB018", "FAB022"),
-    "launch": ("FAB017", "FAB006", "FAB019", "FAB020"),
-    "setup": ("FAB009", "FAB007", "FAB008", "FAB002", "FAB011", "FAB013", "FAB014"),
-    "setup_module": ("FAB009", "FAB007"),
-    "setup_optimizers": ("FAB009", "FAB001", "FAB015", "FAB008", "FAB010", "FAB012"),
-    "setup_dataloaders": ("FAB009", "FAB015"),
-    "init_module": ("FAB009", "FAB003"),
-    "backward": ("FAB004", "FAB005"),
-    "clip_gradients": ("FAB023",),
-    "no_backward_sync": ("FAB024",),
-    "tensor.backward": ("FAB016",),
-    "barrier": ("FAB009",),
-    "broadcast": ("FAB009",),
-    "all_gather": ("FAB009",),
-    "all_reduce": ("FAB009",),
-    "save": ("FAB009",),
-    "load": ("FAB009",),
-}
+
+BY_ID: dict[str, ModuleType] = _discover()
+ALL_RULES: tuple[ModuleType, ...] = tuple(BY_ID.values())
+
+
+def _position(rule: str) -> tuple[int, str]:
+    listed = LIGHTNING_ORDER.index(rule) if rule in LIGHTNING_ORDER else len(LIGHTNING_ORDER)
+    return (listed, rule)
+
+
+def _check_order() -> dict[str, tuple[str, ...]]:
+    by_method: dict[str, list[str]] = {}
+    for rule, module in BY_ID.items():
+        for method in module.METHODS:
+            by_method.setdefault(method, []).append(rule)
+    return {method: tuple(sorted(rules, key=_position)) for method, rules in sorted(by_method.items())}
+
+
+# For each Fabric call, the rules that inspect it, in Lightning's order.
+CHECK_ORDER: dict[str, tuple[str, ...]] = _check_order()
 
 
 def first_violation(event: CallEvent, wanted: frozenset[str]) -> Optional[tuple[str, Violation]]:
@@ -100,6 +101,14 @@ def first_violation(event: CallEvent, wanted: frozenset[str]) -> Optional[tuple[
             # A rule the user turned off still stops the call, as the real exception would.
             return (rule, violation) if rule in wanted else None
     return None
+
+
+def machine_dependent(rule: str) -> bool:
+    return bool(getattr(BY_ID[rule], "MACHINE_DEPENDENT", False))
+
+
+def names_strategy(rule: str) -> bool:
+    return bool(getattr(BY_ID[rule], "NAMES_STRATEGY", True))
 
 
 def default_severity(rule: str) -> Optional[str]:

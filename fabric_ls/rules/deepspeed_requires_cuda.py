@@ -9,6 +9,8 @@ from fabric_ls.rules.common import Case
 
 RULE = "FAB019"
 METHODS = ("launch",)
+# Decided by the launcher and the hardware: the strategy matrix leaves it out.
+MACHINE_DEPENDENT = True
 _NAMES = {"cpu": "CPUAccelerator", "mps": "MPSAccelerator", "tpu": "XLAAccelerator"}
 
 

@@ -9,6 +9,8 @@ from fabric_ls.rules.common import Case, constructor_problem
 
 RULE = "FAB018"
 METHODS = ("Fabric",)
+# Decided by the launcher and the hardware: the strategy matrix leaves it out.
+MACHINE_DEPENDENT = True
 
 
 def check(event: CallEvent) -> Optional[Violation]:

@@ -17,6 +17,8 @@ from fabric_ls.rules.common import Case, lightning_sentence
 
 RULE = "FAB017"
 METHODS = ("launch",)
+# Raised whatever the strategy: the message is not tagged with it.
+NAMES_STRATEGY = False
 
 
 def check(event: CallEvent) -> Optional[Violation]:

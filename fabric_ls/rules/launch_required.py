@@ -27,6 +27,8 @@ METHODS = (
     "save",
     "load",
 )
+# Decided by the launcher and the hardware: the strategy matrix leaves it out.
+MACHINE_DEPENDENT = True
 DEFAULT_SEVERITY = "warning"
 
 

@@ -10,6 +10,8 @@ from fabric_ls.rules.common import Case, optimizers_of
 
 RULE = "FAB008"
 METHODS = ("setup", "setup_optimizers")
+# Raised whatever the strategy: the message is not tagged with it.
+NAMES_STRATEGY = False
 
 
 def check(event: CallEvent) -> Optional[Violation]:

@@ -11,6 +11,8 @@ from fabric_ls.rules.common import Case, lightning_sentence
 
 RULE = "FAB015"
 METHODS = ("setup_dataloaders", "setup_optimizers")
+# Raised whatever the strategy: the message is not tagged with it.
+NAMES_STRATEGY = False
 # Fires on arguments that are absent: not on a call whose closing bracket is not typed yet.
 JUDGES_MISSING_ARGUMENTS = True
 

@@ -9,7 +9,8 @@ import pytest
 from conftest import EXAMPLES, Session, copy_scripts, uri_of
 from lsprotocol import types
 
-from fabric_ls import engine, lsp_convert
+from fabric_ls import engine
+from fabric_ls.lsp import convert as lsp_convert
 from fabric_ls.settings import Settings
 
 # What each example script must get, by file name. Scripts not listed are still checked

@@ -113,7 +113,7 @@ def check(target: Path) -> None:
         raise SystemExit("requirements-bundled.txt does not fit:\n  " + "\n  ".join(problems))
     with tempfile.TemporaryDirectory() as outside:
         subprocess.run(
-            [sys.executable, "-S", "-c", "import fabric_ls.server, fabric_ls.cli"],
+            [sys.executable, "-S", "-c", "import fabric_ls.lsp.serve, fabric_ls.cli"],
             env={**os.environ, "PYTHONPATH": str(target)},
             cwd=outside,
             check=True,

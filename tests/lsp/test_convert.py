@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from fabric_ls import lsp_convert
+from fabric_ls import suppression
+from fabric_ls.lsp import convert as lsp_convert
 from fabric_ls.model import Finding, Fix, Origin, Span, TextEdit
 
 UTF8, UTF16, UTF32 = (
@@ -103,13 +104,16 @@ def test_related_information_in_another_file_uses_that_files_lines() -> None:
     assert info.message == "strategy set here"
 
 
-def test_noqa_parsing() -> None:
-    assert lsp_convert.noqa_codes("x = 1") is None
-    assert lsp_convert.noqa_codes("x = 1  # noqa") == frozenset()
-    assert lsp_convert.noqa_codes("x = 1  # noqa: E501,fab001  FAB002") == {"E501", "FAB001", "FAB002"}
-    assert lsp_convert.is_suppressed("x  # noqa", "FAB001")
-    assert lsp_convert.is_suppressed("x  # noqa: FAB0", "FAB001")  # prefixes, like ruff
-    assert not lsp_convert.is_suppressed("x  # noqa: E501", "FAB001")
+def test_suppression_grammar() -> None:
+    assert suppression.suppressed_codes("x = 1") is None
+    assert suppression.suppressed_codes("x = 1  # noqa") == frozenset()
+    assert suppression.suppressed_codes("x = 1  # noqa: E501,fab001  FAB002") == {"E501", "FAB001", "FAB002"}
+    assert suppression.suppressed_codes("x  # fabric-ls: ignore[FAB009, FAB001]") == {"FAB001", "FAB009"}
+    assert suppression.suppressed_codes("x  # fabric-ls: ignore") == frozenset()
+    assert suppression.is_suppressed("x  # noqa", "FAB001")
+    # Exact codes, as ruff matches them: a partial code hides nothing.
+    assert not suppression.is_suppressed("x  # noqa: FAB0", "FAB001")
+    assert not suppression.is_suppressed("x  # noqa: E501", "FAB001")
 
 
 def test_ignore_edit_is_one_insertion() -> None:

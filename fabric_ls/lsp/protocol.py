@@ -168,3 +168,51 @@ def report_server_error(server: Any, error: BaseException, source: Any, default:
         protocol.report_unreadable(error)
         return
     default(error, source)
+
+
+class _Rejected:
+    """Stands in for a request whose params did not deserialize; it has been answered with an error."""
+
+    jsonrpc = None
+
+
+class FabricProtocol(HardenedProtocol):
+    """pygls' protocol with two repairs: invalid params get an error response, and capabilities
+    follow what the client can use (pull diagnostics only for clients that pull)."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            if isinstance(data, dict) and "method" in data and "id" in data and "jsonrpc" in data:
+                # The spec wants an answer (-32602); without one the client would wait forever.
+                self._send_response(data["id"], error=error.to_response_error())
+                return _Rejected()
+            raise
+
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(self, params: types.InitializeParams) -> Any:
+        result = yield from super().lsp_initialize(params)
+        capabilities = result.capabilities
+        if not client_pulls_diagnostics(params.capabilities):
+            capabilities.diagnostic_provider = None
+        if client_has_inlay_hints(params.capabilities):
+            capabilities.code_lens_provider = None
+        return result
+
+
+def capability(capabilities: Optional[types.ClientCapabilities], dotted: str, default: Any = None) -> Any:
+    value: Any = capabilities
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return default
+    return value
+
+
+def client_pulls_diagnostics(capabilities: Optional[types.ClientCapabilities]) -> bool:
+    return capability(capabilities, "text_document.diagnostic") is not None
+
+
+def client_has_inlay_hints(capabilities: Optional[types.ClientCapabilities]) -> bool:
+    return capability(capabilities, "text_document.inlay_hint") is not None

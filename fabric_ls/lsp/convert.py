@@ -17,6 +17,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
 from fabric_ls.model import Finding, Fix, Span
+from fabric_ls.suppression import is_suppressed, noqa_match
 
 SOURCE = "fabric-ls"
 FIX_ALL_KIND = "source.fixAll.fabric-ls"
@@ -263,32 +264,6 @@ def diagnostics_result_id(diagnostics: Iterable[types.Diagnostic], converter: An
     return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
 
 
-# A bare "noqa" comment, or "noqa:" followed by codes separated by commas or spaces (flake8's grammar).
-_NOQA = re.compile(
-    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?",
-    re.IGNORECASE,
-)
-
-
-def noqa_codes(line: str) -> Optional[frozenset[str]]:
-    """The codes a line's ``# noqa`` comment names; an empty set for a bare ``# noqa``; None without one."""
-    match = _NOQA.search(line)
-    if match is None:
-        return None
-    codes = match.group("codes")
-    if not codes:
-        return frozenset()
-    return frozenset(code.upper() for code in re.split(r"[,\s]+", codes) if code)
-
-
-def is_suppressed(line: str, code: str) -> bool:
-    """Whether ``# noqa`` on ``line`` suppresses ``code`` (bare noqa suppresses everything)."""
-    codes = noqa_codes(line)
-    if codes is None:
-        return False
-    return not codes or any(code.upper().startswith(prefix) for prefix in codes)
-
-
 def ignore_edit(lines: Lines, line_number: int, code: str, encoding: str) -> Optional[types.TextEdit]:
     """The one insertion that makes ``# noqa`` on a line cover ``code``; None when it already does."""
     if not 0 <= line_number < len(lines):
@@ -296,7 +271,7 @@ def ignore_edit(lines: Lines, line_number: int, code: str, encoding: str) -> Opt
     line = lines[line_number]
     if is_suppressed(line, code):
         return None
-    match = _NOQA.search(line)
+    match = noqa_match(line)
     if match is not None and match.group("codes"):
         # Add to the existing list right after its last code.
         column = match.end("codes")
