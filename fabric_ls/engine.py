@@ -106,10 +106,7 @@ def _analyze(
     parsed = parse_source(source, path)
     wanted = frozenset(rule for rule in rules.BY_ID if settings.wants(rule))
 
-    def check(event: CallEvent) -> Optional[tuple[str, Violation]]:
-        return rules.first_violation(event, wanted)
-
-    exploration = explore(project, parsed, check, assumed, force)
+    exploration = explore(project, parsed, _RuleChecker(wanted), assumed, force)
     analysis = Analysis(path=path, syntax_error=parsed.syntax_error, syntax_problem=parsed.syntax_problem)
     analysis.dependencies = tuple(sorted(exploration.dependencies))
     if exploration.incomplete:
@@ -133,6 +130,17 @@ def _analyze(
     analysis.fabric_sites = _fabric_sites(exploration, parsed)
     analysis.call_sites = _call_sites(exploration, path)
     return analysis
+
+
+class _RuleChecker:
+    """The rules as the interpreter sees them: what to check on a call, and which calls to report."""
+
+    def __init__(self, wanted: frozenset[str]) -> None:
+        self.wanted = wanted
+        self.methods = frozenset(rules.CHECK_ORDER)
+
+    def __call__(self, event: CallEvent) -> Optional[tuple[str, Violation]]:
+        return rules.first_violation(event, self.wanted)
 
 
 def _span_of(event: CallEvent, violation: Violation) -> tuple[str, Span]:

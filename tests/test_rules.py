@@ -46,6 +46,17 @@ def test_each_rule_is_checked_on_exactly_the_calls_it_declares():
         assert checked_on == set(module.METHODS), module.RULE
 
 
+def test_rules_sharing_a_call_have_a_place_in_lightnings_order():
+    # Which of two checks on one call Lightning runs first decides the error the user sees:
+    # that must be written down (rules.LIGHTNING_ORDER), never left to the rule ids.
+    from fabric_ls.rules import CHECK_ORDER, LIGHTNING_ORDER
+
+    for method, order in CHECK_ORDER.items():
+        if len(order) > 1:
+            unplaced = [rule for rule in order if rule not in LIGHTNING_ORDER]
+            assert not unplaced, f"{method}: add {unplaced} to LIGHTNING_ORDER in fabric_ls/rules/__init__.py"
+
+
 def test_variant_messages_quote_lightning_from_the_record(tmp_path):
     case = next(m for m in ALL_RULES if m.RULE == "FAB015").INVALID[1]
     (finding,) = analyze_source(case.source, str(tmp_path / "train.py")).findings

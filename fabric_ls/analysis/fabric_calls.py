@@ -311,7 +311,10 @@ class FabricMixin:
     ) -> Value:
         if method not in FABRIC_METHODS:
             if evaluated is None:
-                self._eval_args(node, frame)
+                evaluated = self._eval_args(node, frame)[:2]
+            if method in getattr(self.check, "methods", ()):
+                # A rule inspects this call; the interpreter models nothing about it.
+                self._emit(fabric, method, node, frame, *evaluated)
             if method in ("init_tensor", "sharded_model", "rank_zero_first"):
                 return ContextValue("other", fabric)
             return Unknown(text=frame.module.parsed.segment(node))
