@@ -297,14 +297,6 @@ def call_site_at(analysis: Analysis, line: int, column: int) -> Optional[CallSit
     return min(calls, key=lambda call: _size(call.span)) if calls else None
 
 
-def findings_at(analysis: Analysis, line: int, column: int) -> list[Finding]:
-    return [
-        finding
-        for finding in analysis.findings
-        if finding.path == analysis.path and _contains(finding.span, line, column)
-    ]
-
-
 def site_for_call(analysis: Analysis, call: CallSite) -> Optional[FabricSite]:
     if call.fabric_span is None:
         return None

@@ -204,7 +204,10 @@ def test_a_large_file_of_code_under_the_limit_returns_within_a_few_seconds():
             [sys.executable, "-c", _TIMED_ANALYSIS], input=source, capture_output=True, text=True, timeout=8
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("analysing a file of code just under the size limit took more than 8 s (interpreter start included)")
+        pytest.fail(
+            "analysing a file of code just under the size limit took more than 8 s"
+            " (interpreter start included)"
+        )
     assert result.returncode == 0, result.stderr
     seconds = float(result.stdout.split()[0])
     assert seconds < 5.0, result.stdout

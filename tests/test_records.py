@@ -9,9 +9,9 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 from urllib.parse import urlparse
 from urllib.request import url2pathname
-from typing import Optional
 
 import pytest
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from fabric_ls import docgen
 from fabric_ls.records import PAGES_DIR, load_records
 from fabric_ls.rules import ALL_RULES, BY_ID
 
@@ -39,7 +38,9 @@ def test_module_samples_and_record_fix_agree(module) -> None:
     assert module.INVALID, f"{module.RULE}: no INVALID sample proves it"
     fixed_samples = [case for case in module.INVALID if case.fixed is not None]
     if record.fix is not None:
-        assert fixed_samples, f"{module.RULE}: the record declares a fix; give an INVALID sample its fixed code"
+        assert fixed_samples, (
+            f"{module.RULE}: the record declares a fix; give an INVALID sample its fixed code"
+        )
     else:
         assert not fixed_samples, f"{module.RULE}: samples show a fix the record does not declare"
 
@@ -78,7 +79,12 @@ def test_adding_a_rule_is_two_files_and_one_command(tmp_path: Path) -> None:
 
     def run(*arguments: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, *arguments], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300
+            [sys.executable, *arguments],
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
 
     generated = run("-m", "fabric_ls.docgen", "--output", str(tree / "fabric_ls" / "docs" / "rules"))

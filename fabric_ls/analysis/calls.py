@@ -170,7 +170,7 @@ class CallsMixin:
                 return Unknown(text="detached tensor")
             if attr == "backward":
                 self._eval_args(node, frame)
-                self._emit(receiver.fabric, "tensor.backward", node, frame, [], {}, receiver=receiver)
+                self._emit(receiver.fabric, "tensor.backward", node, frame, [], {})
                 return Const(None)
             return receiver
         if isinstance(receiver, (Obj, SetupModule)) and attr in PARAMETER_METHODS:

@@ -58,7 +58,6 @@ class CallEvent:
     place: Optional[StatementPlace]
     # Source text that names the Fabric object here (``fabric``, ``self.fabric``).
     fabric_text: str = "fabric"
-    extra: dict[str, Any] = field(default_factory=dict)
     # The innermost call in the analysed script on the way here (for calls in other files).
     via: Optional[ast.AST] = None
 

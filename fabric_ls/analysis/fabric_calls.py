@@ -239,7 +239,6 @@ class FabricMixin:
         frame: Frame,
         args: list[Value],
         keywords: dict[str, Value],
-        receiver: Optional[Value] = None,
     ) -> CallEvent:
         place = self.places[-1] if self.places else None
         event = CallEvent(
@@ -251,7 +250,6 @@ class FabricMixin:
             keywords,
             place,
             fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
-            extra={"receiver": receiver},
             via=self.script_call if frame.module is not self.main_env else None,
         )
         if self.reporting:

@@ -253,7 +253,3 @@ def _auto(
     if count <= 1:
         return "SingleDeviceStrategy", None, None
     return "DDPStrategy", "ddp", None
-
-
-def uses_cuda_only_rules(strategy: ResolvedStrategy) -> bool:
-    return strategy.accelerator in (None, "cuda")

@@ -257,10 +257,6 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _same_constant(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
 def _tracked(value: Value) -> bool:
     return isinstance(
         value,

@@ -116,26 +116,6 @@ def span_to_range(span: Span, lines: Optional[Lines], encoding: str) -> types.Ra
     )
 
 
-def range_to_span(range_: types.Range, lines: Lines, encoding: str) -> Span:
-    start = position_from_client(lines, range_.start, encoding)
-    end = position_from_client(lines, range_.end, encoding)
-    if end < start:
-        start, end = end, start
-    return Span(start[0], start[1], end[0], end[1])
-
-
-def span_contains(span: Span, line: int, column: int) -> bool:
-    """Whether (line, column) lies in the span, its end included (the cursor just after a call counts)."""
-    return (span.start_line, span.start_col) <= (line, column) <= (span.end_line, span.end_col)
-
-
-def spans_overlap(first: Span, second: Span) -> bool:
-    return (first.start_line, first.start_col) <= (second.end_line, second.end_col) and (
-        second.start_line,
-        second.start_col,
-    ) <= (first.end_line, first.end_col)
-
-
 def severity(level: str) -> Optional[types.DiagnosticSeverity]:
     """The LSP severity for a settings level; None for ``"off"`` (the diagnostic is dropped)."""
     return _SEVERITIES.get(level)
@@ -308,7 +288,3 @@ def edits_overlap(first: types.TextEdit, second: types.TextEdit) -> bool:
     if a_start == a_end == b_start == b_end:
         return True
     return a_start < b_end and b_start < a_end
-
-
-def range_json(range_: types.Range) -> dict[str, Any]:
-    return _range_json(range_)

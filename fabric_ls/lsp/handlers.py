@@ -25,6 +25,7 @@ COMMAND_SHOW_STRATEGY = "fabric-ls.showStrategy"
 COMMAND_FIX_ALL = "fabric-ls.fixAll"
 COMMAND_STATUS = "fabric-ls.serverStatus"
 
+
 def on_initialize(ls: FabricLanguageServer, params: types.InitializeParams) -> None:
     ls.initialization_options = params.initialization_options
     ls.pull_mode = client_pulls_diagnostics(params.capabilities)
@@ -456,4 +457,3 @@ def create_server() -> FabricLanguageServer:
     server.command(COMMAND_FIX_ALL)(fix_all_command)
     server.command(COMMAND_STATUS)(status_command)
     return server
-

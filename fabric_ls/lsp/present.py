@@ -86,9 +86,7 @@ def _in_helper(
     the user's to fix, and the diagnostic at the call already says what goes wrong there.
     """
     path = normal_path(finding.path)
-    open_document = next(
-        (state for state in context.open_documents if normal_path(state.path) == path), None
-    )
+    open_document = next((state for state in context.open_documents if normal_path(state.path) == path), None)
     if open_document is None and not _inside(path, normal_path(document.project_key[0])):
         return None
     lines = context.lines_of(finding.path)

@@ -446,5 +446,3 @@ class FabricLanguageServer(LanguageServer):
             edits,
             self.client_can("workspace.workspace_edit.document_changes"),
         )
-
-

@@ -75,7 +75,6 @@ class RecordBook:
             logger.debug("records not loaded", exc_info=True)
 
 
-
 class GarbagePolicy:
     """Keep the cyclic garbage collector off jedi's caches, and collect fully only when idle.
 
@@ -122,7 +121,6 @@ class GarbagePolicy:
         self.dirty = False
         self.last_full = time.monotonic()
         self.full_collections += 1
-
 
 
 class AnalysisWorker:
@@ -394,4 +392,3 @@ class AnalysisWorker:
         stats["full_collections"] = self.garbage.full_collections
         stats["projects"] = [{"root": root, "python": python} for root, python in self._projects]
         return stats
-

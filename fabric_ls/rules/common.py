@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.analysis.values import Obj, Params, SetupModule, SetupOptimizer, Value
+from fabric_ls.analysis.values import Obj, Params, SetupOptimizer, Value
 
 
 @dataclass(frozen=True)
@@ -51,10 +51,6 @@ def built_before_setup(optimizer: Value) -> bool:
     """The optimizer holds parameters of a module that was not set up when it was built."""
     params = params_of(optimizer)
     return bool(params) and all(not p.set_up for p in params)
-
-
-def is_set_up_module(value: Value) -> bool:
-    return isinstance(value, SetupModule)
 
 
 def strategy_known(event: CallEvent) -> bool:

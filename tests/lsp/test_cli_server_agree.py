@@ -97,7 +97,9 @@ async def test_cli_and_server_report_the_same_findings(session: Session, tmp_pat
     for name, uri in uris.items():
         expected = from_cli.get(name, set())
         try:
-            diagnostics = await session.diagnostics(uri, until=lambda found: _as_set(found) == expected)
+            diagnostics = await session.diagnostics(
+                uri, until=lambda found, expected=expected: _as_set(found) == expected
+            )
         except AssertionError:
             diagnostics = await session.diagnostics(uri)
             disagreements[name] = {"cli": sorted(expected), "server": sorted(_as_set(diagnostics))}
