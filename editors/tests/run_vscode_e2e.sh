@@ -5,9 +5,8 @@
 # settings, the interpreter choice (setting, else the Python extension's environment), the bundled server
 # in a bare virtualenv, fabricLs.importStrategy and the "needs Python 3.9" message.
 #
-# Installs what it needs, idempotently (a second run skips all installs):
-#   Debian: chromium, ripgrep, libkrb5-dev, build-essential (code-server's native modules), python3-venv
-#   npm:    vscode-client/ and editors/tests/vscode/ (npm ci), code-server@4.100.3 into $CACHE/code-server
+# Needs what editors/tests/setup.sh installs (Debian packages, code-server@4.100.3 into $CACHE); it says so
+# and stops when something is missing. It runs `npm ci` in vscode-client/ and editors/tests/vscode/ itself.
 # Environment: FABRIC_LS_PYTHON (interpreter for the server, default python3), FABRIC_LS_E2E_CACHE
 # (default ~/.cache/fabric-ls-e2e), UPDATE_README_SCREENSHOT=1 (refresh vscode-client/images/screenshot.png).
 # Result: tests/artifacts/vscode/result.json and screenshots; exit code 0 when every step passed.
@@ -15,26 +14,14 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 CODE_SERVER_VERSION=4.100.3
-RIPGREP_CACHE=vscode-ripgrep-cache-1.15.11/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz
 
-ensure_apt chromium ripgrep libkrb5-dev build-essential python3-venv
+require_apt chromium ripgrep libkrb5-dev build-essential python3-venv
 ensure_fabric_python
 
 CODE_SERVER_DIR="$CACHE/code-server-$CODE_SERVER_VERSION"
 CODE_SERVER="$CODE_SERVER_DIR/node_modules/.bin/code-server"
-if ! XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version 2>/dev/null | grep -q "^$CODE_SERVER_VERSION "; then
-  log "installing code-server $CODE_SERVER_VERSION into $CODE_SERVER_DIR"
-  rm -rf "$CODE_SERVER_DIR"
-  mkdir -p "$CODE_SERVER_DIR/tmp/$(dirname "$RIPGREP_CACHE")"
-  # @vscode/ripgrep downloads rg from GitHub unless its cache already holds the archive: seed it with Debian's rg.
-  cp "$(command -v rg)" "$CODE_SERVER_DIR/tmp/rg"
-  tar -C "$CODE_SERVER_DIR/tmp" -czf "$CODE_SERVER_DIR/tmp/$RIPGREP_CACHE" rg
-  echo '{"name": "code-server-for-fabric-ls-e2e", "private": true}' >"$CODE_SERVER_DIR/package.json"
-  # code-server's postinstall refuses to run as root without --unsafe-perm (npm 11 warns it is unknown, and passes it on).
-  (cd "$CODE_SERVER_DIR" && TMPDIR="$CODE_SERVER_DIR/tmp" NPM_CONFIG_YES=true \
-    npm install --unsafe-perm --no-audit --no-fund --loglevel=error "code-server@$CODE_SERVER_VERSION")
-  XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version | grep -q "^$CODE_SERVER_VERSION " || die "code-server did not install"
-fi
+XDG_CONFIG_HOME="$CACHE/xdg" "$CODE_SERVER" --version 2>/dev/null | grep -q "^$CODE_SERVER_VERSION " ||
+  die "no code-server $CODE_SERVER_VERSION in $CODE_SERVER_DIR: run editors/tests/setup.sh first"
 
 # A virtualenv with nothing but the standard library: the bundled server must run in it.
 BARE_VENV="$CACHE/bare-venv"

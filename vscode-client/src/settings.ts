@@ -7,12 +7,13 @@ export interface ServerSettings {
   ignore: string[];
   severity: Record<string, string>;
   python: string;
+  docsBaseUrl: string;
 }
 
 export const SECTION = "fabricLs";
 
 /** Settings whose change needs a new server process (it runs in the chosen interpreter). */
-export const RESTART_SETTINGS = ["interpreter", "importStrategy", "python", "strategy", "select", "ignore", "severity"].map(
+export const RESTART_SETTINGS = ["interpreter", "importStrategy", "python", "strategy", "select", "ignore", "severity", "docsBaseUrl"].map(
   (key) => `${SECTION}.${key}`,
 );
 
@@ -29,5 +30,6 @@ export function serverSettings(scope: vscode.ConfigurationScope | undefined, fal
     ignore: config.get<string[]>("ignore", []),
     severity: config.get<Record<string, string>>("severity", {}),
     python: config.get<string>("python", "").trim() || fallbackPython,
+    docsBaseUrl: config.get<string>("docsBaseUrl", "").trim(),
   };
 }
