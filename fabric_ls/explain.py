@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from fabric_ls.analysis.strategies import PARENT, REGISTRY
 from fabric_ls.model import Analysis, CallSite, FabricSite, Finding, Origin, Span, StrategyCandidate
+from fabric_ls.text import code, plain
 
 # Looks a rule code up in the records; returns an object with the Record attributes, or None.
 RecordLookup = Callable[[str], Optional[Any]]
@@ -114,13 +115,13 @@ def required_order(candidate: StrategyCandidate) -> tuple[str, tuple[str, ...]]:
 
 
 def site_label(site: FabricSite) -> str:
-    """The inlay-hint text after ``Fabric(...)``: ``DeepSpeedStrategy · ZeRO-3``."""
-    return site.label
+    """The inlay-hint text after ``Fabric(...)``, plain: ``DeepSpeedStrategy · ZeRO-3``."""
+    return plain(site.label)
 
 
 def code_lens_title(site: FabricSite) -> str:
     """The code lens text, for clients without inlay hints: the same as the inlay hint."""
-    return site.label
+    return plain(site.label)
 
 
 def _where(origin: Origin, path: str) -> str:
@@ -131,15 +132,24 @@ def _where(origin: Origin, path: str) -> str:
 
 
 def _candidate_lines(candidate: StrategyCandidate, path: str) -> list[str]:
-    head = f"- `{candidate.label}`"
+    head = f"- {code(candidate.label)}"
     if candidate.condition:
-        head += f" when `{candidate.condition}`"
+        head += f" when {candidate.condition}"
     if candidate.class_name is None and candidate.unknown_reason:
         head += f": {candidate.unknown_reason}"
     lines = [head]
     for origin in candidate.provenance:
         lines.append(f"  - {_where(origin, path)}: {origin.note}")
     return lines
+
+
+def _markdown_label(site: FabricSite) -> str:
+    """``site.label`` as markdown: each candidate in code, its condition (already markdown) after it."""
+    parts = [
+        code(candidate.label) + (f" ({candidate.condition})" if candidate.condition else "")
+        for candidate in site.candidates
+    ]
+    return " | ".join(parts) if parts else "unknown"
 
 
 def site_tooltip(site: FabricSite) -> str:
@@ -158,9 +168,9 @@ def site_summary(site: FabricSite) -> str:
     for candidate in site.candidates:
         text = candidate.label
         if candidate.condition:
-            text += f" when {candidate.condition}"
+            text += f" when {plain(candidate.condition)}"
         origins = "; ".join(
-            f"{_where(origin, site.path).strip('`')}: {origin.note}" for origin in candidate.provenance
+            f"{plain(_where(origin, site.path))}: {plain(origin.note)}" for origin in candidate.provenance
         )
         if origins:
             text += f" ({origins})"
@@ -217,7 +227,7 @@ def finding_markdown(finding: Finding, record: Optional[Any]) -> str:
     heading = f"**{finding.code}**" + (f": {title}" if title else "")
     lines = [heading, "", finding.message]
     if finding.condition:
-        lines += ["", f"Applies when `{finding.condition}`."]
+        lines += ["", f"Applies when {finding.condition}."]
     if record is not None:
         documentation = getattr(record, "documentation", None)
         if isinstance(documentation, str) and documentation.strip():
@@ -237,7 +247,7 @@ def fabric_site_markdown(
     portability_note: Optional[str] = None,
 ) -> str:
     """Hover for ``Fabric(...)``: candidates and where they came from, the order each needs, portability."""
-    lines = [f"**Fabric strategy:** `{site.label}`", ""]
+    lines = [f"**Fabric strategy:** {_markdown_label(site)}", ""]
     for candidate in site.candidates:
         lines.extend(_candidate_lines(candidate, site.path))
     shown: set[str] = set()
@@ -249,7 +259,7 @@ def fabric_site_markdown(
         if key in shown:
             continue
         shown.add(key)
-        lines += ["", f"**Order `{name}` requires**", ""]
+        lines += ["", f"**Order {code(name)} requires**", ""]
         lines += [f"{index}. {step}" for index, step in enumerate(order, start=1)]
     table = portability_markdown(portability or {}, site.path)
     if table:
@@ -272,8 +282,8 @@ def call_site_markdown(call: CallSite, site: Optional[FabricSite]) -> str:
         return "\n".join(lines)
     for candidate in known:
         behaviour = call_behaviour(call.method, candidate)
-        when = f" when `{candidate.condition}`" if candidate.condition else ""
-        lines += ["", f"Under `{candidate.label}`{when}: {behaviour}".rstrip()]
+        when = f" when {candidate.condition}" if candidate.condition else ""
+        lines += ["", f"Under {code(candidate.label)}{when}: {behaviour}".rstrip()]
     if site is not None:
         lines += ["", f"Fabric created at line {site.span.start_line + 1}."]
     return "\n".join(lines)

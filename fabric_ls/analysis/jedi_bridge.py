@@ -16,6 +16,22 @@ log = logging.getLogger(__name__)
 
 # In the server, a jedi call that takes longer than this is abandoned for the import-path fallback.
 JEDI_TIMEOUT_S = 2.0
+# jedi is not thread-safe: the server warms it on a thread of its own while analyses run, so every
+# use of jedi holds this lock (an analysis that needs no jedi never waits for the warm-up).
+_JEDI_LOCK = threading.RLock()
+
+
+def is_own_environment(python: str) -> bool:
+    """Whether ``python`` (an interpreter or an environment folder) is the one running fabric-ls.
+
+    Paths are compared as written, not resolved: a virtualenv's interpreter links to the base one.
+    """
+    import sys
+
+    candidate = os.path.abspath(python)
+    if os.path.isdir(candidate):
+        return candidate == os.path.abspath(sys.prefix)
+    return candidate == os.path.abspath(sys.executable)
 
 
 @lru_cache(maxsize=16)
@@ -86,8 +102,10 @@ class JediLocator:
                 self.failures.append(f"jedi failed on `import {dotted}`: {error}")
 
         thread = threading.Thread(target=work, daemon=True)
-        thread.start()
-        thread.join(self.timeout)
+        # Wait for a warm-up in progress first: the time limit is for this lookup alone.
+        with _JEDI_LOCK:
+            thread.start()
+            thread.join(self.timeout)
         if thread.is_alive():
             self.disabled = True
             self.failures.append(f"jedi took over {self.timeout}s on `import {dotted}`; used the import path")
@@ -98,9 +116,10 @@ class JediLocator:
 def environment_problem(python: str) -> Optional[str]:
     """Why jedi cannot use ``python`` (an interpreter or a virtualenv folder), or None."""
     try:
-        import jedi
+        with _JEDI_LOCK:
+            import jedi
 
-        jedi.create_environment(python, safe=False)
+            jedi.create_environment(python, safe=False)
     except Exception as error:
         return f"cannot use the Python environment {python!r} ({error}); using fabric-ls's own"
     return None
@@ -129,9 +148,10 @@ def safe_environment_problem(python: str) -> Optional[str]:
         problem = workspace_python_problem(python)
         if problem is None:
             try:
-                import jedi
+                with _JEDI_LOCK:
+                    import jedi
 
-                jedi.create_environment(python, safe=True)
+                    jedi.create_environment(python, safe=True)
             except Exception as error:
                 problem = f"jedi refuses {python!r} ({error})"
         _safe_checks[key] = problem
@@ -141,9 +161,10 @@ def safe_environment_problem(python: str) -> Optional[str]:
 def warm_up() -> None:
     """Import jedi and parse a small script so the first real request is fast."""
     try:
-        import jedi
+        with _JEDI_LOCK:
+            import jedi
 
-        # In-process, like the lookups without a chosen interpreter: no helper subprocess.
-        jedi.Script("import os\nos.path\n", environment=jedi.InterpreterEnvironment()).goto(2, 3)
+            # In-process, like the lookups without a chosen interpreter: no helper subprocess.
+            jedi.Script("import os\nos.path\n", environment=jedi.InterpreterEnvironment()).goto(2, 3)
     except Exception:  # warming is best effort
         pass

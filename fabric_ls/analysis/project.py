@@ -6,7 +6,12 @@ import os
 import sys
 from typing import Iterable, Optional
 
-from fabric_ls.analysis.jedi_bridge import JEDI_TIMEOUT_S, JediLocator, environment_problem
+from fabric_ls.analysis.jedi_bridge import (
+    JEDI_TIMEOUT_S,
+    JediLocator,
+    environment_problem,
+    is_own_environment,
+)
 from fabric_ls.analysis.source import ParsedSource, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
@@ -63,7 +68,10 @@ class Project:
         self.roots = [os.path.abspath(str(r)) for r in roots]
         self.jedi_timeout = jedi_timeout
         # A broken or missing environment is said once, then the server's own is used.
-        self.environment_problem = environment_problem(python) if python else None
+        # The server's own environment needs no check (it is running): that check starts jedi and a
+        # subprocess, which would delay a document's first diagnostics by a third of a second.
+        own = python is not None and is_own_environment(python)
+        self.environment_problem = environment_problem(python) if python and not own else None
         self.python = None if self.environment_problem else python
         self._overlays: dict[str, str] = {}
         self._parsed: dict[str, tuple[object, ParsedSource]] = {}

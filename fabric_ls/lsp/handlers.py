@@ -17,6 +17,7 @@ from fabric_ls.lsp.documents import Outcome, normal_path
 from fabric_ls.lsp.protocol import capability, client_has_inlay_hints, client_pulls_diagnostics
 from fabric_ls.lsp.server import CONFIG_SECTION, PYTHON_SUFFIXES, FabricLanguageServer
 from fabric_ls.model import Finding
+from fabric_ls.text import plain
 
 logger = logging.getLogger("fabric_ls.handlers")
 
@@ -34,7 +35,7 @@ def on_initialize(ls: FabricLanguageServer, params: types.InitializeParams) -> N
     if not capability(params.capabilities, "workspace.configuration", False):
         ls.config_ready.set()
     ls.worker.start()
-    ls.worker.submit(ls.worker.warm_up)
+    ls.worker.warm_up_in_background()
 
 
 async def on_initialized(ls: FabricLanguageServer, params: types.InitializedParams) -> None:
@@ -215,11 +216,11 @@ async def on_hover(ls: FabricLanguageServer, params: types.HoverParams) -> Optio
         return None
     markdown, span = found
     formats = capability(ls.client_capabilities, "text_document.hover.content_format", None)
-    kind = types.MarkupKind.Markdown
+    content = types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown)
     if formats and types.MarkupKind.Markdown not in formats:
-        kind = types.MarkupKind.PlainText
+        content = types.MarkupContent(kind=types.MarkupKind.PlainText, value=plain(markdown))
     return types.Hover(
-        contents=types.MarkupContent(kind=kind, value=markdown),
+        contents=content,
         range=convert.span_to_range(span, lines, ls.encoding),
     )
 

@@ -35,6 +35,8 @@ logger = logging.getLogger("fabric_ls.worker")
 DELAY_VARIABLE = "FABRIC_LS_TEST_ANALYSIS_DELAY"
 # Job priorities: lower runs first.
 STOP, FOREGROUND, BACKGROUND = -1, 0, 1
+# After start-up, how long the worker waits for a first document before warming jedi anyway.
+WARM_UP_AFTER_SECONDS = 0.5
 
 
 @dataclass
@@ -91,20 +93,17 @@ class GarbagePolicy:
     MIN_INTERVAL_SECONDS = 10.0
 
     def __init__(self) -> None:
-        self.active = False
         self.dirty = False
         self.last_full: Optional[float] = None
         self.full_collections = 0
 
     def start(self) -> None:
-        gc.collect()
-        gc.freeze()
+        # Cheap: the first full collection and freeze wait for the first idle moment.
         gc.set_threshold(*self.THRESHOLDS)
-        self.active = True
 
     def idle_timeout(self) -> Optional[float]:
         """How long the worker may wait for a job before collecting (None: wait for ever)."""
-        if not (self.active and self.dirty):
+        if not self.dirty:
             return None
         if self.last_full is None:
             return self.IDLE_SECONDS
@@ -114,7 +113,8 @@ class GarbagePolicy:
     def after_job(self) -> None:
         self.dirty = True
 
-    def collect(self) -> None:
+    def idle(self) -> None:
+        """The worker waited ``idle_timeout()`` for a job in vain: collect now."""
         gc.unfreeze()
         gc.collect()
         gc.freeze()
@@ -150,6 +150,7 @@ class AnalysisWorker:
         self._file_lines: dict[str, tuple[tuple[int, int], list[str]]] = {}
         self._converter = get_converter()
         self.garbage = GarbagePolicy()
+        self._warm_up_pending = False
         self.stats: dict[str, Any] = {
             "analyses": 0,
             "cache_hits": 0,
@@ -164,6 +165,7 @@ class AnalysisWorker:
     # -- loop side -------------------------------------------------------------------------
     def start(self) -> None:
         if self._thread is None:
+            self.garbage.start()
             self._thread = threading.Thread(target=self._run, name="fabric-ls-analysis", daemon=True)
             self._thread.start()
 
@@ -235,10 +237,14 @@ class AnalysisWorker:
     # -- worker side -----------------------------------------------------------------------
     def _run(self) -> None:
         while True:
+            timeout = WARM_UP_AFTER_SECONDS if self._warm_up_pending else self.garbage.idle_timeout()
             try:
-                _, _, job = self._jobs.get(timeout=self.garbage.idle_timeout())
+                _, _, job = self._jobs.get(timeout=timeout)
             except queue.Empty:
-                self.garbage.collect()
+                if self._warm_up_pending:
+                    self._warm_up()
+                else:
+                    self.garbage.idle()
                 continue
             if job is None:
                 return
@@ -250,6 +256,8 @@ class AnalysisWorker:
             except BaseException as error:  # the waiter decides what to do with it
                 future.set_exception(error)
             self.garbage.after_job()
+            if self._warm_up_pending and self._jobs.empty():
+                self._warm_up()  # the analyses queued at start-up are done
 
     def _project(self, key: tuple[str, str]) -> _ProjectState:
         state = self._projects.get(key)
@@ -372,17 +380,25 @@ class AnalysisWorker:
 
         return Context(self.encoding, self.documents(), self._lines_of, version_read, self._converter)
 
-    def warm_up(self) -> None:
-        self.record_for.load()
-        warm = getattr(engine, "warm_up", None)
-        if callable(warm):
+    def warm_up_in_background(self) -> None:
+        """Load the records and jedi once the worker is idle (or has done the analyses queued at
+        start-up), on a thread of their own: no analysis waits for the warm-up, except one that
+        needs jedi while it warms (it waits for the lock jedi_bridge holds meanwhile)."""
+        self._warm_up_pending = True
+        self.start()
+
+    def _warm_up(self) -> None:
+        self._warm_up_pending = False
+
+        def warm() -> None:
             started = time.perf_counter()
             try:
-                warm()
+                engine.warm_up()
             except Exception:
                 logger.exception("engine warm-up failed")
             logger.info("engine warm-up took %.0f ms", (time.perf_counter() - started) * 1000)
-        self.garbage.start()
+
+        threading.Thread(target=warm, name="fabric-ls-warm-up", daemon=True).start()
 
     def status(self) -> dict[str, Any]:
         stats = dict(self.stats)

@@ -13,6 +13,8 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pytest
 from conftest import EXAMPLES, SCRIPTS, Session
@@ -94,6 +96,7 @@ async def test_cli_and_server_report_the_same_findings(session: Session, tmp_pat
     uris = {str(path.relative_to(root)): session.open(path) for path in files}
     from_server: dict[str, set[tuple[int, str, str]]] = {}
     disagreements = {}
+    hrefs: set[str] = set()
     for name, uri in uris.items():
         expected = from_cli.get(name, set())
         try:
@@ -104,7 +107,13 @@ async def test_cli_and_server_report_the_same_findings(session: Session, tmp_pat
             diagnostics = await session.diagnostics(uri)
             disagreements[name] = {"cli": sorted(expected), "server": sorted(_as_set(diagnostics))}
         from_server[name] = _as_set(diagnostics)
+        hrefs.update(d.code_description.href for d in diagnostics if d.code_description is not None)
     assert not disagreements, json.dumps(disagreements, indent=1)
+    # Every rule link leads to a page that exists: the installed copy, read offline.
+    assert hrefs
+    for href in hrefs:
+        assert href.startswith("file://"), href
+        assert pathlib.Path(url2pathname(urlparse(href).path)).is_file(), href
     # The corpus is not trivially empty: most invalid samples have findings, suppression works exactly.
     assert sum(len(found) for found in from_server.values()) >= len(ALL_RULES)
     assert from_server["samples/suppression.py"] == {(7, "FAB001", "error")}

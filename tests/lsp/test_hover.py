@@ -97,3 +97,27 @@ async def test_hover_on_a_document_never_opened_is_empty(session: Session, tmp_p
 
     assert await session.hover(never_opened, 5, 12) is None
     assert await session.code_actions(never_opened, []) == []
+
+
+async def test_a_client_that_reads_plaintext_gets_hover_text_without_markup(
+    bare_client, tmp_path: pathlib.Path
+) -> None:
+    from conftest import initialize_params
+
+    params = initialize_params(bare_client.profile, tmp_path)
+    assert params.capabilities.text_document is not None
+    params.capabilities.text_document.hover = types.HoverClientCapabilities(
+        content_format=[types.MarkupKind.PlainText]
+    )
+    await bare_client.initialize_session(params)
+    session = Session(client=bare_client, profile=bare_client.profile, root=tmp_path)
+    uri = await _open(session, tmp_path)
+
+    for line, character in ((5, 12), (9, 16), (10, 20)):  # Fabric(...), setup_module, the FAB001 call
+        hover = await session.hover(uri, line, character)
+        assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+        assert hover.contents.kind == types.MarkupKind.PlainText
+        text = hover.contents.value
+        assert "DeepSpeedStrategy" in text
+        for markup in ("`", "**", "](", "```"):
+            assert markup not in text, (markup, text)
