@@ -149,13 +149,16 @@ def _check(arguments: argparse.Namespace) -> int:
     # No time limit on jedi: the same files give the same findings however busy the machine is.
     project_options = {"roots": roots, "python": python, "jedi_timeout": None}
     tasks: list[FileTask] = []
-    for path in iter_python_files(arguments.paths):
+    skipped: list[str] = []
+    for path in iter_python_files(arguments.paths, skipped):
         if path not in arguments.paths and os.path.islink(path):
             continue  # a walk follows no symbolic link, to a file or a folder; a named path is checked
         settings, config_problems = _file_settings(path, arguments)
         for problem in config_problems if not arguments.quiet else ():
             print(f"fabric-ls: warning: {problem}", file=sys.stderr)
         tasks.append(FileTask(path, settings, arguments.matrix))
+    for note in skipped if not arguments.quiet else ():
+        print(f"fabric-ls: note: {note}", file=sys.stderr)
     progress = Progress(sys.stderr, enabled=not arguments.quiet and sys.stderr.isatty())
     reports = check_files(tasks, project_options, arguments.jobs or os.cpu_count() or 1, progress.update)
     progress.finish()

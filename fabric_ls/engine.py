@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import ast
 import os
+import stat
 from dataclasses import replace
 from typing import Iterable, Iterator, Optional
 
 from fabric_ls import rules
 from fabric_ls.analysis.events import CallEvent, FabricState, Violation
-from fabric_ls.analysis.explore import MergedFinding, explore, merge_findings, site_conditions
+from fabric_ls.analysis.explore import Exploration, MergedFinding, explore, merge_findings, site_conditions
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.source import ParsedSource, parse_source
 from fabric_ls.analysis.strategies import MATRIX_NAMES
@@ -115,9 +116,8 @@ def _analyze(
     if project.environment_problem:
         analysis.notes.append(project.environment_problem)
 
-    for merged in merge_findings(exploration, _span_of):
-        finding = _finding(merged, settings, parsed)
-        if finding is None or _suppressed(merged.event.parsed, finding.span, finding.code):
+    for merged, finding in _fold_repeats(exploration, settings, parsed):
+        if _suppressed(merged.event.parsed, finding.span, finding.code):
             continue
         if finding.path == path:
             analysis.findings.append(finding)
@@ -130,6 +130,42 @@ def _analyze(
     analysis.fabric_sites = _fabric_sites(exploration, parsed)
     analysis.call_sites = _call_sites(exploration, path)
     return analysis
+
+
+def _fold_repeats(
+    exploration: Exploration, settings: Settings, parsed: ParsedSource
+) -> list[tuple[MergedFinding, Finding]]:
+    """The findings, one per real error: once a finding's error is raised on every path, the same
+    rule on the same Fabric later in that run is never reached; those later calls are listed in
+    its related information instead of being reported again (FAB009 on every setup call)."""
+    position = {
+        id(observed.event): (run.root, index)
+        for run in exploration.runs
+        for index, observed in enumerate(run.observed)
+    }
+    found = []
+    for merged in merge_findings(exploration, _span_of):
+        finding = _finding(merged, settings, parsed)
+        if finding is not None:
+            found.append((position.get(id(merged.event), (0, 0)), merged, finding))
+    found.sort(key=lambda item: item[0])
+    kept: list[tuple[MergedFinding, Finding]] = []
+    raised_at: dict[tuple[int, str, str, int, int], int] = {}  # (root, rule, Fabric site) -> index in kept
+    for (root, _), merged, finding in found:
+        state = merged.event.fabric
+        key = (root, merged.rule, state.path, state.node.lineno, state.node.col_offset)
+        first = raised_at.get(key)
+        if first is not None:
+            earlier, shown = kept[first]
+            line = shown.span.start_line + 1
+            note = f"the same error, not reached: the call at line {line} raises first"
+            also = Origin(finding.path, finding.span, note)
+            kept[first] = (earlier, replace(shown, related=(*shown.related, also)))
+            continue
+        if merged.always:
+            raised_at[key] = len(kept)
+        kept.append((merged, finding))
+    return kept
 
 
 class _RuleChecker:
@@ -302,11 +338,16 @@ def _call_sites(exploration, path: str) -> list[CallSite]:  # type: ignore[no-un
     return sorted(seen.values(), key=lambda c: c.span)
 
 
-def iter_python_files(paths: Iterable[str]) -> Iterator[str]:
-    """Python files under ``paths``, skipping virtualenvs, hidden and build folders."""
+def iter_python_files(paths: Iterable[str], skipped: Optional[list[str]] = None) -> Iterator[str]:
+    """Python files under ``paths``, skipping virtualenvs, hidden and build folders.
+
+    Only regular files are read: a named pipe, socket or device named ``*.py`` would block the read
+    or never end; it is left out and, when ``skipped`` is given, said there.
+    """
     for path in paths:
-        if os.path.isfile(path):
-            yield path
+        if not os.path.isdir(path):
+            if _regular(path, skipped):
+                yield path
             continue
         for folder, dirs, files in os.walk(path):
             dirs[:] = sorted(
@@ -317,5 +358,26 @@ def iter_python_files(paths: Iterable[str]) -> Iterator[str]:
                 and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
             )
             for name in sorted(files):
-                if name.endswith(".py"):
+                if name.endswith(".py") and _regular(os.path.join(folder, name), skipped):
                     yield os.path.join(folder, name)
+
+
+def _regular(path: str, skipped: Optional[list[str]]) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:  # a dangling or looping symbolic link
+        if skipped is not None:
+            skipped.append(f"skipped {path}: {error.strerror or error}")
+        return False
+    if stat.S_ISREG(mode):
+        return True
+    if skipped is not None:
+        kind = (
+            "a named pipe"
+            if stat.S_ISFIFO(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        skipped.append(f"skipped {path}: {kind}")
+    return False

@@ -121,9 +121,12 @@ def find_project_config(file_path: str) -> ProjectConfig:
 def client_section(raw: Any) -> Any:
     """The ``fabricLs`` part of editor settings, which clients send nested or flat."""
     if isinstance(raw, Mapping):
-        for key in (CLIENT_SECTION, "fabric-ls", "fabric_ls", "settings"):
-            if isinstance(raw.get(key), Mapping):
+        for key in (CLIENT_SECTION, "fabric-ls", "fabric_ls"):
+            if key in raw:
+                # Whatever it holds: a section that is no object gets the same message however it arrived.
                 return raw[key]
+        if isinstance(raw.get("settings"), Mapping):
+            return raw["settings"]
     return raw
 
 

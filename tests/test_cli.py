@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from samples import DEEPSPEED, DEEPSPEED_FIXED
 
 from fabric_ls.cli import _write_atomically
@@ -145,3 +146,31 @@ def test_syntax_error_is_reported_and_the_rest_checked(tmp_path):
     assert result.returncode == 1
     assert ":9:20: error FAB000 expected ':'" in result.stdout
     assert ":8:13: error FAB001" in result.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_special_files_are_skipped_with_a_note_never_read(tmp_path):
+    import shutil
+    import socket
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(EXAMPLES / "deepspeed_separate_setup.py", folder / "train.py")
+    os.mkfifo(folder / "f.py")  # reading it would block for ever
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(folder / "s.py"))
+    (folder / "loop_a.py").symlink_to(folder / "loop_b.py")
+    (folder / "loop_b.py").symlink_to(folder / "loop_a.py")
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "fabric_ls", "check", "--no-color", str(folder), str(folder / "f.py")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        listener.close()
+    assert "train.py:" in completed.stdout and "FAB001" in completed.stdout
+    assert f"skipped {folder / 'f.py'}: a named pipe" in completed.stderr
+    assert f"skipped {folder / 's.py'}: a socket" in completed.stderr
+    assert "loop_a.py" not in completed.stdout
