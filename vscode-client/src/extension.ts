@@ -53,6 +53,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     // Trust granted: the folder's own settings and interpreter now count, and a new server gets them.
     vscode.workspace.onDidGrantWorkspaceTrust(() => void restart("the workspace is now trusted")),
+    // A diagnostic's rule link is the page installed with the server (a file: URI): show it rendered.
+    vscode.window.onDidChangeActiveTextEditor((editor) => void previewRulePage(editor)),
     { dispose: () => void stop() },
   );
   const pythonWatcher = await onPythonEnvironmentChanged(() => {
@@ -65,6 +67,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     context.subscriptions.push(pythonWatcher);
   }
   await restart("activation");
+}
+
+/** The rule pages the server ships: `.../fabric_ls/docs/rules/FAB001.md`. */
+const RULE_PAGE = /[\\/]fabric_ls[\\/]docs[\\/]rules[\\/]FAB\d{3}\.md$/;
+
+/** A rule page opened as text (the Problems panel opens a diagnostic's link so) becomes its preview. */
+async function previewRulePage(editor: vscode.TextEditor | undefined): Promise<void> {
+  const uri = editor?.document.uri;
+  if (!uri || uri.scheme !== "file" || !RULE_PAGE.test(uri.fsPath)) {
+    return;
+  }
+  await vscode.commands.executeCommand("workbench.action.closeActiveEditor");
+  await vscode.commands.executeCommand("markdown.showPreview", uri);
 }
 
 export function deactivate(): Promise<void> {

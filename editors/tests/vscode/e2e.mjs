@@ -314,6 +314,29 @@ async function run() {
       return text.slice(0, 300);
     });
 
+    await step("the FAB001 link in the Problems panel opens the installed rule page as a preview", async () => {
+      // The code is drawn as a link (its codeDescription href: the page shipped with the server).
+      const link = page.locator(".markers-panel .monaco-link", { hasText: "FAB001" }).first();
+      await link.waitFor({ state: "visible", timeout: 15_000 });
+      await link.click();
+      const tab = await until("a markdown preview of FAB001.md", async () => {
+        const titles = await page.locator(".tabs-container .tab").allInnerTexts().catch(() => []);
+        return titles.find((title) => title.includes("Preview FAB001.md")) ?? "";
+      }, 30_000);
+      const preview = await until("the rule page's heading in the preview", async () => {
+        for (const frame of page.frames()) {
+          const heading = await frame.locator("h1").first().innerText({ timeout: 1_000 }).catch(() => "");
+          if (heading.includes("FAB001")) {
+            return heading;
+          }
+        }
+        return "";
+      }, 30_000);
+      await screenshot("rule-page");
+      await page.keyboard.press("Control+W");
+      return `${tab.trim()}: ${preview.trim()}`;
+    });
+
     await step("hover on the setup call shows the resolved strategy", async () => {
       await page.keyboard.press("Escape");
       const target = await textBox("setup_optimizers");
