@@ -116,9 +116,7 @@ def _analyze(
     if project.environment_problem:
         analysis.notes.append(project.environment_problem)
 
-    for merged, finding in _fold_repeats(exploration, settings, parsed):
-        if _suppressed(merged.event.parsed, finding.span, finding.code):
-            continue
+    for _, finding in _fold_repeats(exploration, settings, parsed):
         if finding.path == path:
             analysis.findings.append(finding)
             continue
@@ -132,12 +130,19 @@ def _analyze(
     return analysis
 
 
+# How a folded repeat is introduced in a finding's related information.
+REPEAT_NOTE = "the same error, not reached"
+
+
 def _fold_repeats(
     exploration: Exploration, settings: Settings, parsed: ParsedSource
 ) -> list[tuple[MergedFinding, Finding]]:
     """The findings, one per real error: once a finding's error is raised on every path, the same
     rule on the same Fabric later in that run is never reached; those later calls are listed in
-    its related information instead of being reported again (FAB009 on every setup call)."""
+    its related information instead of being reported again (FAB009 on every setup call).
+
+    Suppressed findings are dropped first: a ``# noqa`` silences that line only, so the next
+    call of the same error is reported in its place."""
     position = {
         id(observed.event): (run.root, index)
         for run in exploration.runs
@@ -146,19 +151,21 @@ def _fold_repeats(
     found = []
     for merged in merge_findings(exploration, _span_of):
         finding = _finding(merged, settings, parsed)
-        if finding is not None:
+        if finding is not None and not _suppressed(merged.event.parsed, finding.span, finding.code):
             found.append((position.get(id(merged.event), (0, 0)), merged, finding))
     found.sort(key=lambda item: item[0])
     kept: list[tuple[MergedFinding, Finding]] = []
     raised_at: dict[tuple[int, str, str, int, int], int] = {}  # (root, rule, Fabric site) -> index in kept
     for (root, _), merged, finding in found:
         state = merged.event.fabric
-        key = (root, merged.rule, state.path, state.node.lineno, state.node.col_offset)
+        # A Fabric the script received (a parameter) has no Fabric(...) call: its object stands for it.
+        where = (state.node.lineno, state.node.col_offset) if state.node is not None else (-1, state.uid)
+        key = (root, merged.rule, state.path, *where)
         first = raised_at.get(key)
         if first is not None:
             earlier, shown = kept[first]
             line = shown.span.start_line + 1
-            note = f"the same error, not reached: the call at line {line} raises first"
+            note = f"{REPEAT_NOTE}: the call at line {line} raises first"
             also = Origin(finding.path, finding.span, note)
             kept[first] = (earlier, replace(shown, related=(*shown.related, also)))
             continue

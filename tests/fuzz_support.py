@@ -19,7 +19,8 @@ The invariants (``examine``):
   ``check --fix`` would apply together (those whose edits do not overlap);
 - after the fix, the rule no longer fires at the place it fixed (the finding's span and the
   edited text, mapped into the fixed script), and the fixed script has fewer findings of that
-  rule than before: a fix repairs what it says and does not hand the same finding back.
+  rule than before (a repeat folded into a finding counts as one more): a fix repairs what it says
+  and does not hand the same finding back.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
-from fabric_ls.engine import analyze_source
+from fabric_ls.engine import REPEAT_NOTE, analyze_source
 from fabric_ls.fixes import apply_edits
 from fabric_ls.model import Analysis, Finding, Span, TextEdit
 from fabric_ls.rules import ALL_RULES
@@ -560,13 +561,21 @@ def _fix_problems(
                 Problem("fix", f"{where}: the rule fires again at the fixed place ({span}):\n{fixed}")
             )
             break
-    before = sum(f.code == finding.code for f in analysis.findings)
-    after = sum(f.code == finding.code for f in again.findings)
+    before = _error_places(analysis.findings, finding.code)
+    after = _error_places(again.findings, finding.code)
     if after >= before:
         problems.append(
             Problem("fix", f"{where}: {finding.code} findings went from {before} to {after}:\n{fixed}")
         )
     return problems
+
+
+def _error_places(findings: Sequence[Finding], code: str) -> int:
+    """How many calls raise ``code``: each finding, and the later calls folded into it (the same
+    error, reported once), which a fix of the first one brings to light."""
+    return sum(
+        1 + sum(origin.note.startswith(REPEAT_NOTE) for origin in f.related) for f in findings if f.code == code
+    )
 
 
 def show(source: str) -> str:

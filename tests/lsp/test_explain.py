@@ -92,14 +92,15 @@ def test_call_hover_under_zero3_and_the_finding_it_carries() -> None:
 
 def test_conditional_candidates_each_get_their_behaviour() -> None:
     analysis = _analysis(
-        _candidate(condition="args.strategy == 'deepspeed_stage_3'"),
+        # Conditions arrive as markdown from the engine, names already in code spans.
+        _candidate(condition="`--strategy` is 'deepspeed_stage_3'"),
         _candidate(class_name="FSDPStrategy", registry_name="fsdp", zero_stage=None, condition="otherwise"),
     )
 
     markdown, _ = explain.hover_markdown(analysis, 9, 20, lambda code: None) or ("", None)
 
-    assert "Under `DeepSpeedStrategy · ZeRO-3` when `args.strategy == 'deepspeed_stage_3'`" in markdown
-    assert "Under `FSDPStrategy` when `otherwise`: Wraps the optimizers" in markdown
+    assert "Under `DeepSpeedStrategy · ZeRO-3` when `--strategy` is 'deepspeed_stage_3': Not supported" in markdown
+    assert "Under `FSDPStrategy` when otherwise: Wraps the optimizers" in markdown
 
 
 def test_spawn_launch_and_user_subclasses() -> None:
