@@ -574,7 +574,9 @@ def _error_places(findings: Sequence[Finding], code: str) -> int:
     """How many calls raise ``code``: each finding, and the later calls folded into it (the same
     error, reported once), which a fix of the first one brings to light."""
     return sum(
-        1 + sum(origin.note.startswith(REPEAT_NOTE) for origin in f.related) for f in findings if f.code == code
+        1 + sum(origin.note.startswith(REPEAT_NOTE) for origin in f.related)
+        for f in findings
+        if f.code == code
     )
 
 

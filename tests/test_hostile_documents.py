@@ -236,8 +236,6 @@ def test_deep_nesting_neither_crashes_nor_hangs_and_says_why(kind):
         assert analysis.syntax_error or analysis.notes, found(analysis)
 
 
-
-
 @pytest.mark.parametrize(
     "kind",
     [
@@ -309,8 +307,6 @@ def test_lone_surrogates_do_not_crash(where):
     }[where]
     analysis = analyse(source)
     assert all(f.code == "FAB001" for f in analysis.findings)
-
-
 
 
 @pytest.mark.parametrize(

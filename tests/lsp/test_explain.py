@@ -99,7 +99,10 @@ def test_conditional_candidates_each_get_their_behaviour() -> None:
 
     markdown, _ = explain.hover_markdown(analysis, 9, 20, lambda code: None) or ("", None)
 
-    assert "Under `DeepSpeedStrategy · ZeRO-3` when `--strategy` is 'deepspeed_stage_3': Not supported" in markdown
+    assert (
+        "Under `DeepSpeedStrategy · ZeRO-3` when `--strategy` is 'deepspeed_stage_3': Not supported"
+        in markdown
+    )
     assert "Under `FSDPStrategy` when otherwise: Wraps the optimizers" in markdown
 
 
