@@ -142,7 +142,7 @@ class ConditionsMixin:
         feasible = [
             index
             for index, guard in enumerate(option_guards)
-            if guards.feasible(guards.and_(self.guard, guard))
+            if guards.feasible(self.guard, guard)
         ]
         if not feasible:
             return 0
@@ -199,7 +199,7 @@ class ConditionsMixin:
         found: list[tuple[int, Value]] = []
         for option_guard, option in zip(self._option_guards(value), value.options):
             combined = self.guards.and_(guard, option_guard)
-            if self.guards.feasible(self.guards.and_(self.guard, combined)):
+            if self.guards.feasible(self.guard, combined):
                 found.extend(self._leaves(option, combined, depth + 1))
         return found or [(guard, UNKNOWN)]
 

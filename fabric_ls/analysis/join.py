@@ -307,7 +307,7 @@ def _join_place(
     existence = getattr(owner, "existence_guard", TRUE)
     if existence != TRUE:
         # A side on which the object does not exist has nothing to say about it.
-        alive = [(g, v) for g, v in alternatives if run.guards.feasible(run.guards.and_(g, existence))]
+        alive = [(g, v) for g, v in alternatives if run.guards.feasible(g, existence)]
         alternatives = alive or alternatives
     values = [value for _, value in alternatives]
     if all(same(values[0], other) for other in values[1:]):

@@ -314,9 +314,13 @@ def _looks_like_fabric_param(param: ast.arg) -> bool:
     return text == "Fabric" or param.arg == "fabric"
 
 
-def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
+def entry_functions(parsed: ParsedSource) -> list[ast.AST]:
     """Top-level functions and methods that use Fabric, directly or through the module's other
-    functions and classes, in source order (candidate entry points)."""
+    functions and classes (candidate entry points), callers before the functions they call.
+
+    A function a run reaches is not run again on its own, so running callers first means a helper
+    is analysed where it is called, with its caller's arguments, once; and the answer does not
+    depend on whether the script defines its helpers above or below their callers."""
     definitions = [
         s for s in parsed.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     ]
@@ -329,24 +333,57 @@ def entry_functions(parsed: ParsedSource) -> Iterable[ast.AST]:
             if definition.name not in using and facts[id(definition)][1] & using:
                 using.add(definition.name)
                 changed = True
+    candidates: list[ast.AST] = []
     for statement in definitions:
         if isinstance(statement, ast.ClassDef):
             for inner in statement.body:
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    mentions, loaded = _cached_facts(parsed, inner)
+                    mentions, loaded, _ = _cached_facts(parsed, inner)
                     if mentions or loaded & using:
-                        yield inner
+                        candidates.append(inner)
         elif statement.name in using:
-            yield statement
+            candidates.append(statement)
+    return _callers_first(parsed, candidates)
+
+
+def _callers_first(parsed: ParsedSource, candidates: list[ast.AST]) -> list[ast.AST]:
+    """``candidates`` ordered so that each comes after the candidates that name it (a function by
+    its name, a method by its attribute), otherwise in source order; a cycle keeps source order."""
+    methods = {id(c) for c in candidates if c not in parsed.tree.body}
+    callers: dict[int, list[ast.AST]] = {}
+    for callee in candidates:
+        name = getattr(callee, "name", "")
+        callers[id(callee)] = [
+            caller
+            for caller in candidates
+            if caller is not callee and name in _cached_facts(parsed, caller)[2 if id(callee) in methods else 1]
+        ]
+    ordered: list[ast.AST] = []
+    placed: set[int] = set()
+    visiting: set[int] = set()
+
+    def place(candidate: ast.AST) -> None:
+        if id(candidate) in placed or id(candidate) in visiting:
+            return
+        visiting.add(id(candidate))
+        for caller in callers[id(candidate)]:
+            place(caller)
+        visiting.discard(id(candidate))
+        placed.add(id(candidate))
+        ordered.append(candidate)
+
+    for candidate in candidates:
+        place(candidate)
+    return ordered
 
 
 # Definition source text → its facts. An edit re-parses the file; the functions it did not touch keep
 # their text, so the server does not walk them again on every keystroke.
-_FACTS_BY_TEXT: dict[str, tuple[bool, frozenset[str]]] = {}
+_FACTS_BY_TEXT: dict[str, tuple[bool, frozenset[str], frozenset[str]]] = {}
 _MAX_CACHED_FACTS = 4096
 
 
-def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, frozenset[str]]:
+def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, frozenset[str], frozenset[str]]:
     start = getattr(definition, "lineno", 1) - 1
     end = getattr(definition, "end_lineno", None) or start + 1
     if getattr(definition, "decorator_list", None):
@@ -354,26 +391,27 @@ def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, froz
     text = "\n".join(parsed.lines[start:end])
     found = _FACTS_BY_TEXT.get(text)
     if found is None:
-        mentions, loaded = _definition_facts(definition)
-        found = (mentions, frozenset(loaded))
+        mentions, loaded, attributes = _definition_facts(definition)
+        found = (mentions, frozenset(loaded), frozenset(attributes))
         if len(_FACTS_BY_TEXT) >= _MAX_CACHED_FACTS:
             _FACTS_BY_TEXT.clear()
         _FACTS_BY_TEXT[text] = found
     return found
 
 
-def _definition_facts(definition: ast.AST) -> tuple[bool, set[str]]:
-    """One walk: does it use Fabric's API , and which names does it read?"""
+def _definition_facts(definition: ast.AST) -> tuple[bool, set[str], set[str]]:
+    """One walk: does it use Fabric's API, which names and which attributes does it read?"""
     mentions = False
     loaded: set[str] = set()
+    attributes: set[str] = set()
     for node in ast.walk(definition):
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 loaded.add(node.id)
             if node.id.endswith("Fabric") or node.id.endswith("Strategy"):
                 mentions = True
-        elif isinstance(node, ast.Attribute) and (
-            node.attr in FABRIC_METHODS or node.attr.endswith("Fabric")
-        ):
-            mentions = True
-    return mentions, loaded
+        elif isinstance(node, ast.Attribute):
+            attributes.add(node.attr)
+            if node.attr in FABRIC_METHODS or node.attr.endswith("Fabric"):
+                mentions = True
+    return mentions, loaded, attributes
