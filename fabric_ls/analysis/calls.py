@@ -56,6 +56,10 @@ from fabric_ls.analysis.values import (
 )
 
 
+# A Fabric-free helper that may return more plain objects than this is summed up as "another value".
+MAX_SUMMARY_OBJECTS = 3
+
+
 class CallsMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
@@ -335,11 +339,17 @@ class CallsMixin:
         for _, value in leaves:
             if not any(same(value, known) for known in distinct):
                 distinct.append(value)
-        if len(distinct) == 1:
-            return distinct[0]
         text = (
             _short(frame.module.parsed.segment(call_node) if call_node is not None else "", 50) or "a helper"
         )
+        objects = [value for value in distinct if not isinstance(value, Const)]
+        if len(objects) > MAX_SUMMARY_OBJECTS and all(type(value) in (Obj, Unknown) for value in objects):
+            # A lookup table of plain objects (one prompt style per model name): which one it is
+            # matters to no rule, and one decision option each would only grow the guards.
+            distinct = [value for value in distinct if isinstance(value, Const)]
+            distinct.append(Unknown(text=f"what `{text}` returns"))
+        if len(distinct) == 1:
+            return distinct[0]
         descriptions = tuple(
             f"`{text}` returns {value.value!r}"
             if isinstance(value, Const)

@@ -12,6 +12,19 @@ from fabric_ls.analysis.trail import new_uid
 from fabric_ls.analysis.values import Value
 
 
+@dataclass(frozen=True)
+class PerPath:
+    """A plain field of a Fabric's state (``launched``, ``models_setup``) that the paths joined at a
+    branch left different: its value under each guard (disjoint guards). A rule never sees one:
+    a call is checked once per value, under that value's guard."""
+
+    options: tuple[tuple[int, Any], ...]
+
+
+# The plain fields of FabricState that may hold a PerPath.
+PER_PATH_FIELDS = ("launched", "launch_count", "models_setup")
+
+
 @dataclass
 class FabricState:
     """One Fabric object in one run: its strategy and what has been done to it."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from fabric_ls.analysis.events import CallEvent, FabricState
+from fabric_ls.analysis.events import PER_PATH_FIELDS, CallEvent, FabricState, PerPath
 from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
 from fabric_ls.analysis.join import (
@@ -253,9 +253,49 @@ class FabricMixin:
             via=self.script_call if frame.module is not self.main_env else None,
         )
         if self.reporting:
-            observed = Observed(event, self.guard, self.check(event))
-            self.trail.extend(self.observed, [observed])
+            observed = [Observed(event, guard, verdict) for guard, verdict in self._checked(event)]
+            self.trail.extend(self.observed, observed)
         return event
+
+    def _checked(self, event: CallEvent) -> list[tuple[int, Any]]:
+        """The rules' verdicts on ``event``, once per value of the Fabric's per-path fields (a
+        Fabric launched on one side of a branch only), each under its guard."""
+        state = event.fabric
+        split = [(name, getattr(state, name)) for name in PER_PATH_FIELDS]
+        split = [(name, value) for name, value in split if isinstance(value, PerPath)]
+        if not split:
+            return [(self.guard, self.check(event))]
+        combinations: list[tuple[int, dict[str, Any]]] = [(self.guard, {})]
+        for name, value in split:
+            combinations = [
+                (both, {**chosen, name: option})
+                for guard, chosen in combinations
+                for option_guard, option in value.options
+                for both in (self.guards.and_(guard, option_guard),)
+                if self.guards.feasible(both)
+            ]
+        verdicts = []
+        try:
+            for guard, chosen in combinations:
+                for name, option in chosen.items():
+                    setattr(state, name, option)  # for the check only; restored below
+                verdicts.append((guard, self.check(event)))
+        finally:
+            for name, value in split:
+                setattr(state, name, value)
+        return verdicts
+
+    def _change_field(self, state: FabricState, name: str, change: Callable[[Any], Any]) -> None:
+        """Update a plain field of a Fabric's state on this path (each of its values if it has several)."""
+        value = getattr(state, name)
+        if isinstance(value, PerPath):
+            options = [(g, change(v)) for g, v in value.options if self.guards.feasible(self.guard, g)]
+            options = options or [(g, change(v)) for g, v in value.options]
+            values = {v for _, v in options}
+            new = options[0][1] if len(values) == 1 else PerPath(tuple(options))
+        else:
+            new = change(value)
+        self.trail.set_attr(state, name, new)
 
     def _fabric_variants(self, receiver: Choice) -> Optional[list[tuple[int, FabricObj]]]:
         """The Fabric objects a merged value may be on this path, when it is nothing else."""
@@ -352,7 +392,7 @@ class FabricMixin:
             self.trail.set_item(inner.attrs, "__setup__", Const(True), inner)
             if inner.setup_place is None:
                 self.trail.set_attr(inner, "setup_place", self.places[-1] if self.places else None)
-            self.trail.set_attr(state, "models_setup", state.models_setup + 1)
+            self._change_field(state, "models_setup", lambda count: count + 1)
             wrapped: Value = SetupModule(inner, fabric, node)
             optimizers = args[1:] if method == "setup" else []
             if not optimizers:
@@ -382,7 +422,7 @@ class FabricMixin:
                 self.exited = True  # as at the script's own `raise`: this path ends here
                 raise StopRun()
             self.trail.set_attr(state, "launched", True)
-            self.trail.set_attr(state, "launch_count", state.launch_count + 1)
+            self._change_field(state, "launch_count", lambda count: count + 1)
             if run_target and isinstance(function, (FunctionRef, BoundMethod)):
                 rest = args[1:]
                 if isinstance(function, BoundMethod):

@@ -57,7 +57,7 @@ class Guards:
         self._decision_variables: list[list[int]] = []
         self.domain = TRUE
         self.operations = 0
-        self._feasible: dict[tuple[int, int, int], bool] = {}
+        self._feasible: dict[tuple[int, int], bool] = {}
         self._support: dict[int, frozenset[int]] = {}
         self._equalities: dict[str, list[int]] = {}
 
@@ -204,34 +204,14 @@ class Guards:
         return self.and_(f, self.not_(g)) == FALSE
 
     def feasible(self, f: int, g: int = TRUE) -> bool:
-        """Some combination allowed by the domain satisfies ``f`` (and ``g``).
-
-        Answered by a search for one satisfying path through the three diagrams at once, without
-        building their conjunction: most guards asked about are satisfiable, and the first path
-        found ends the search."""
-        if f == FALSE or g == FALSE:
-            return False
-        if f > g:
-            f, g = g, f
-        if f == TRUE or f == g:
-            f = TRUE
-        return self._satisfiable(f, g, self.domain)
-
-    def _satisfiable(self, f: int, g: int, d: int) -> bool:
-        if f == FALSE or g == FALSE or d == FALSE:
-            return False
-        # A reduced diagram other than FALSE has a satisfying path: two TRUEs leave the third.
-        if (f == TRUE) + (g == TRUE) + (d == TRUE) >= 2:
-            return True
-        key = (f, g, d)
+        """Some combination allowed by the domain satisfies ``f`` (and ``g``)."""
+        both = self.and_(f, g)
+        if both <= TRUE:
+            return both == TRUE
+        key = (both, self.domain)
         found = self._feasible.get(key)
         if found is None:
-            level = min(self._level[f], self._level[g], self._level[d])
-            f0, f1 = self._cofactors(f, level)
-            g0, g1 = self._cofactors(g, level)
-            d0, d1 = self._cofactors(d, level)
-            found = self._satisfiable(f1, g1, d1) or self._satisfiable(f0, g0, d0)
-            self._feasible[key] = found
+            found = self._feasible[key] = self.domain == TRUE or self.and_(both, self.domain) != FALSE
         return found
 
     def support(self, f: int) -> frozenset[int]:

@@ -11,8 +11,11 @@ What they did is then combined:
   joined with the rest of the function when it ends (``join_returns``);
 - both return, both ``break`` or both ``continue``: the joined state, then the same jump.
 
-Anything else (``break`` on one side only, a non-Value field such as ``launched``
-set on one side only) cannot be one state: ``CannotMerge`` asks the caller to fork
+A plain field of a Fabric's state set on one side only (``launched``, ``models_setup``)
+becomes a ``PerPath`` value: what it is under each side's guard.
+
+Anything else (``break`` on one side only, an internal marker set on one side only)
+cannot be one state: ``CannotMerge`` asks the caller to fork
 the run at that branch instead, as if the branch were a decision.
 """
 
@@ -22,6 +25,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from fabric_ls.analysis.events import PER_PATH_FIELDS, PerPath
 from fabric_ls.analysis.guards import FALSE, TRUE
 from fabric_ls.analysis.trail import ATTR, LENGTH, LIST, MISSING, current, new_uid, write
 from fabric_ls.analysis.values import Const, FabricObj, Merged, Obj, Params, Unknown, Value
@@ -71,6 +75,8 @@ _FIELD_JOIN = {
     "setup_place": "first",  # where a fix puts the setup: either is fine
     "name": "first",
     "escaped": "any",  # "may have been launched elsewhere" if either side let it escape
+    # Launched (or models set up) on one side only: the value per path, not a fork of the run.
+    **{name: "per_path" for name in PER_PATH_FIELDS},
 }
 
 
@@ -324,6 +330,8 @@ def _join_place(
             return next((v for v in values if v is not None), values[0])
         if policy == "any":
             return any(values)
+        if policy == "per_path":
+            return join_per_path(run, alternatives)
         if all(isinstance(v, Value) for v in values):
             return merge_values(run, alternatives, str(key))
         if strict:
@@ -334,6 +342,27 @@ def _join_place(
             raise CannotMerge()  # an internal marker (``__setup__``) set on one side only
         return values[-1]
     return merge_values(run, alternatives, str(key))
+
+
+def join_per_path(run: Run, alternatives: list[tuple[int, Any]]) -> Any:
+    """A plain field's values under the sides' guards: one value where they agree, else a PerPath."""
+    guards = run.guards
+    by_value: list[tuple[Any, int]] = []
+    for guard, value in alternatives:
+        options = value.options if isinstance(value, PerPath) else ((TRUE, value),)
+        for inner_guard, inner in options:
+            combined = guards.and_(guard, inner_guard)
+            if combined == FALSE:
+                continue
+            for index, (known, known_guard) in enumerate(by_value):
+                if known == inner and type(known) is type(inner):
+                    by_value[index] = (known, guards.or_(known_guard, combined))
+                    break
+            else:
+                by_value.append((inner, combined))
+    if len(by_value) == 1:
+        return by_value[0][0]
+    return PerPath(tuple((guard, value) for value, guard in by_value))
 
 
 def merge_values(run: Run, alternatives: list[tuple[int, Any]], name: str) -> Value:
