@@ -55,7 +55,6 @@ from fabric_ls.analysis.values import (
     Value,
 )
 
-
 # A Fabric-free helper that may return more plain objects than this is summed up as "another value".
 MAX_SUMMARY_OBJECTS = 3
 

@@ -139,11 +139,7 @@ class ConditionsMixin:
     def _fork(self, key: str, option_guards: list[int], whole_run: bool = False) -> int:
         """Take one of the options whose guard this path allows; the run forks if several do."""
         guards = self.guards
-        feasible = [
-            index
-            for index, guard in enumerate(option_guards)
-            if guards.feasible(self.guard, guard)
-        ]
+        feasible = [index for index, guard in enumerate(option_guards) if guards.feasible(self.guard, guard)]
         if not feasible:
             return 0
         if len(feasible) == 1:

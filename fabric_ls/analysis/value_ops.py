@@ -7,7 +7,6 @@ from typing import (
     TYPE_CHECKING,
     Any,
     Callable,
-    Iterable,
     Optional,
 )
 
@@ -356,7 +355,8 @@ def _callers_first(parsed: ParsedSource, candidates: list[ast.AST]) -> list[ast.
         callers[id(callee)] = [
             caller
             for caller in candidates
-            if caller is not callee and name in _cached_facts(parsed, caller)[2 if id(callee) in methods else 1]
+            if caller is not callee
+            and name in _cached_facts(parsed, caller)[2 if id(callee) in methods else 1]
         ]
     ordered: list[ast.AST] = []
     placed: set[int] = set()
