@@ -357,7 +357,12 @@ class FabricMixin:
                 return ContextValue("other", fabric)
             return Unknown(text=frame.module.parsed.segment(node))
         args, keywords = evaluated if evaluated is not None else self._eval_args(node, frame)[:2]
-        args = [self._concrete(a) if isinstance(a, Choice) else a for a in args]
+        # The rules read plain values; what ``launch`` passes on to its function stays as it is
+        # (several options each), so the function runs once, not once per combination of them.
+        passed_on = 1 if method == "launch" else len(args)
+        args = [self._concrete(a) if isinstance(a, Choice) else a for a in args[:passed_on]] + args[
+            passed_on:
+        ]
         if method == "init_module":
             keywords = dict(keywords)
             empty_init = keywords.get("empty_init", args[0] if args else Const(None))

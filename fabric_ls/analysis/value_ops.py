@@ -347,34 +347,47 @@ def entry_functions(parsed: ParsedSource) -> list[ast.AST]:
 
 def _callers_first(parsed: ParsedSource, candidates: list[ast.AST]) -> list[ast.AST]:
     """``candidates`` ordered so that each comes after the candidates that name it (a function by
-    its name, a method by its attribute), otherwise in source order; a cycle keeps source order."""
+    its name, a method by its attribute), otherwise in source order. Candidates that name each
+    other (``main`` names ``setup``, ``setup`` launches ``main``) keep their source order."""
     methods = {id(c) for c in candidates if c not in parsed.tree.body}
-    callers: dict[int, list[ast.AST]] = {}
-    for callee in candidates:
+    callers: dict[int, list[int]] = {}
+    for index, callee in enumerate(candidates):
         name = getattr(callee, "name", "")
-        callers[id(callee)] = [
-            caller
-            for caller in candidates
-            if caller is not callee
-            and name in _cached_facts(parsed, caller)[2 if id(callee) in methods else 1]
+        part = 2 if id(callee) in methods else 1
+        callers[index] = [
+            other
+            for other, caller in enumerate(candidates)
+            if other != index and name in _cached_facts(parsed, caller)[part]
         ]
-    ordered: list[ast.AST] = []
-    placed: set[int] = set()
-    visiting: set[int] = set()
+    ancestors = {index: _closure(index, callers) for index in range(len(candidates))}
+    placed: list[int] = []
+    waiting = list(range(len(candidates)))
+    while waiting:
+        # The first in source order whose callers, outside its own cycle, are all placed.
+        for index in waiting:
+            outside = [a for a in ancestors[index] if index not in ancestors[a]]
+            if all(a in placed for a in outside):
+                cycle = [
+                    i for i in waiting if i == index or (i in ancestors[index] and index in ancestors[i])
+                ]
+                placed.extend(cycle)
+                waiting = [i for i in waiting if i not in cycle]
+                break
+        else:  # unreachable: the earliest candidate of a source cycle always qualifies
+            placed.extend(waiting)
+            break
+    return [candidates[index] for index in placed]
 
-    def place(candidate: ast.AST) -> None:
-        if id(candidate) in placed or id(candidate) in visiting:
-            return
-        visiting.add(id(candidate))
-        for caller in callers[id(candidate)]:
-            place(caller)
-        visiting.discard(id(candidate))
-        placed.add(id(candidate))
-        ordered.append(candidate)
 
-    for candidate in candidates:
-        place(candidate)
-    return ordered
+def _closure(start: int, edges: dict[int, list[int]]) -> set[int]:
+    seen: set[int] = set()
+    stack = list(edges[start])
+    while stack:
+        node = stack.pop()
+        if node not in seen:
+            seen.add(node)
+            stack.extend(edges[node])
+    return seen
 
 
 # Definition source text → its facts. An edit re-parses the file; the functions it did not touch keep
