@@ -7,8 +7,10 @@ ordered BDDs (one shared table per analysis), so equal conditions are the same
 integer, "always" is ``guard == TRUE`` and contradictions are ``FALSE``.
 
 A decision with two options is one variable (true = its first option); one with
-more options is a variable per option, and "exactly one of them" is a domain
-constraint that conditions treat as given (``Guards.domain``).
+k options has k - 1 variables read in order (the first set picks the option, none
+set picks the last), so every assignment is exactly one option. Constraints that
+conditions treat as given (``Guards.domain``) are left for facts such as "a value
+compared with a constant was given".
 
 ``describe`` turns a guard into the text a person reads: an irredundant sum of
 products (Minato–Morreale ISOP, with everything outside the domain as don't-care),
@@ -59,7 +61,11 @@ class Guards:
         self.operations = 0
         self._feasible: dict[tuple[int, int], bool] = {}
         self._support: dict[int, frozenset[int]] = {}
+        # Subject → the equality decisions made for it, in order; and each one's literal.
         self._equalities: dict[str, list[int]] = {}
+        self._equality_subject: dict[int, str] = {}
+        self._equality_literals: dict[str, int] = {}
+        self._options: dict[tuple[int, int], int] = {}
 
     # ----- nodes ---------------------------------------------------------------------
 
@@ -86,48 +92,63 @@ class Guards:
     # ----- decisions -----------------------------------------------------------------
 
     def decision(self, info: DecisionInfo) -> int:
-        """Register a decision (once per key) and return its index."""
+        """Register a decision (once per key) and return its index.
+
+        A decision with k > 2 options has k - 1 variables, read in order: the first one set picks
+        its option, none set picks the last. Every assignment is one option, so "exactly one of
+        them" needs no constraint in the domain (and a feasibility test no conjunction with it)."""
         index = self._decision_index.get(info.key)
         if index is not None:
             return index
         index = len(self.decisions)
         self.decisions.append(info)
         self._decision_index[info.key] = index
-        count = len(info.descriptions)
-        if count <= 2:
-            self._variables.append((index, None))
-            self._decision_variables.append([len(self._variables) - 1])
-        else:
-            levels = []
-            for option in range(count):
-                self._variables.append((index, option))
-                levels.append(len(self._variables) - 1)
-            self._decision_variables.append(levels)
-            self.domain = self.and_(self.domain, self._exactly_one(levels))
+        levels = []
+        for position in range(max(1, len(info.descriptions) - 1)):
+            self._variables.append((index, position if len(info.descriptions) > 2 else None))
+            levels.append(len(self._variables) - 1)
+        self._decision_variables.append(levels)
         return index
 
     def option(self, decision: int, option: int) -> int:
         """The guard "decision takes this option"."""
+        key = (decision, option)
+        found = self._options.get(key)
+        if found is not None:
+            return found
         levels = self._decision_variables[decision]
-        if len(levels) == 1:
+        if len(self.decisions[decision].descriptions) <= 2:
             variable = self._variable(levels[0])
-            return variable if option == 0 else self.not_(variable)
-        return self._variable(levels[option])
+            found = variable if option == 0 else self.not_(variable)
+        else:
+            found = TRUE
+            for level in levels[:option]:
+                found = self.and_(found, self.not_(self._variable(level)))
+            if option < len(levels):
+                found = self.and_(found, self._variable(levels[option]))
+        self._options[key] = found
+        return found
 
     def equality(self, subject: str, constant: object, descriptions: tuple[str, str]) -> int:
         """The guard "``subject`` equals ``constant``" (a value known only by its identity).
 
-        One variable per constant it is compared with; two of them never hold together (the
-        domain says so), so "is 'ddp'" and "is 'fsdp'" cannot both be a path's condition.
+        One variable per constant it is compared with, read in order like a decision's: the
+        literal for a constant is its variable set and those of the constants before it unset, so
+        "is 'ddp'" and "is 'fsdp'" never hold together, with nothing added to the domain.
         """
         key = f"equals:{subject}:{constant!r}"
-        known = key in self._decision_index
-        literal = self.option(self.decision(DecisionInfo(key, descriptions)), 0)
-        if not known:
-            others = self._equalities.setdefault(subject, [])
-            for other in others:
-                self.domain = self.and_(self.domain, self.not_(self.and_(literal, other)))
-            others.append(literal)
+        found = self._equality_literals.get(key)
+        if found is not None:
+            return found
+        decision = self.decision(DecisionInfo(key, descriptions))
+        variable = self.option(decision, 0)
+        others = self._equalities.setdefault(subject, [])
+        literal = variable
+        for other in others:
+            literal = self.and_(literal, self.not_(self.option(other, 0)))
+        others.append(decision)
+        self._equality_subject[decision] = subject
+        self._equality_literals[key] = literal
         return literal
 
     def constrain(self, implication: tuple[int, str, int]) -> None:
@@ -137,16 +158,6 @@ class Guards:
         if index is not None:
             required = self.option(index, option)
             self.domain = self.and_(self.domain, self.or_(self.not_(literal), required))
-
-    def _exactly_one(self, levels: list[int]) -> int:
-        result = FALSE
-        for chosen in levels:
-            term = TRUE
-            for level in levels:
-                literal = self._variable(level)
-                term = self.and_(term, literal if level == chosen else self.not_(literal))
-            result = self.or_(result, term)
-        return result
 
     # ----- operations ----------------------------------------------------------------
 
@@ -304,22 +315,27 @@ class Guards:
         """A cube as: decision → the options it allows (a decision absent from it allows all)."""
         literals: dict[int, list[tuple[Optional[int], bool]]] = {}
         for level, value in cube:
-            decision, option = self._variables[level]
-            literals.setdefault(decision, []).append((option, value))
+            decision, position = self._variables[level]
+            literals.setdefault(decision, []).append((position, value))
         clause: dict[int, frozenset[int]] = {}
         for decision, found in literals.items():
             if found[0][0] is None:
                 clause[decision] = frozenset({0 if found[0][1] else 1})
                 continue
-            chosen = [option for option, value in found if value and option is not None]
-            if chosen:
-                clause[decision] = frozenset(chosen[:1])
-            else:
-                excluded = {option for option, _ in found}
-                clause[decision] = frozenset(
-                    o for o in range(self.option_count(decision)) if o not in excluded
-                )
-        return clause
+            allowed = frozenset(
+                option for option in range(self.option_count(decision)) if _encodes(option, found)
+            )
+            if len(allowed) < self.option_count(decision):
+                clause[decision] = allowed
+        # "`s` is 'ddp'" already says it is not 'fsdp': the constants tested before it go unsaid.
+        named = {
+            self._equality_subject[d] for d, a in clause.items() if d in self._equality_subject and a == {0}
+        }
+        return {
+            d: a
+            for d, a in clause.items()
+            if not (d in self._equality_subject and a == {1} and self._equality_subject[d] in named)
+        }
 
     def _clause_text(self, clause: dict[int, frozenset[int]]) -> str:
         return " and ".join(
@@ -328,6 +344,18 @@ class Guards:
 
 
 Clause = dict[int, frozenset[int]]
+
+
+def _encodes(option: int, literals: list[tuple[Optional[int], bool]]) -> bool:
+    """Whether ``option`` of a many-option decision agrees with a cube's literals on its variables
+    (option i: the variables before i unset, variable i set; the last option: none set)."""
+    for position, value in literals:
+        assert position is not None
+        if position < option and value:
+            return False
+        if position == option and not value:
+            return False
+    return True
 
 
 def _merge_clauses(clauses: list[Clause], guards: Guards) -> list[Clause]:
