@@ -357,16 +357,14 @@ class ExpressionsMixin:
         if not all(isinstance(c, (str, int, float, bool, type(None))) for c in constants):
             return None
         text = _short(left.text or "value", 50)
+        # "the parameter is 'tensor_parallel'" implies "the parameter was given a value".
+        implied = (left.key.rsplit(":", 1)[0], 1) if left.key.endswith((":other", ":given")) else None
         atoms = [
             self.guards.equality(
-                left.key, constant, (f"`{text}` is {constant!r}", f"`{text}` is not {constant!r}")
+                left.key, constant, (f"`{text}` is {constant!r}", f"`{text}` is not {constant!r}"), implied
             )
             for constant in constants
         ]
-        if left.key.endswith((":other", ":given")):
-            # "the parameter is 'tensor_parallel'" implies "the parameter was given a value".
-            for atom in atoms:
-                self.guards.constrain((atom, left.key.rsplit(":", 1)[0], 1))
         holds = self.guards.any_of(atoms)
         if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
             holds = self.guards.not_(holds)

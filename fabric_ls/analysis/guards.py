@@ -129,35 +129,36 @@ class Guards:
         self._options[key] = found
         return found
 
-    def equality(self, subject: str, constant: object, descriptions: tuple[str, str]) -> int:
+    def equality(
+        self,
+        subject: str,
+        constant: object,
+        descriptions: tuple[str, str],
+        implied: Optional[tuple[str, int]] = None,
+    ) -> int:
         """The guard "``subject`` equals ``constant``" (a value known only by its identity).
 
         One variable per constant it is compared with, read in order like a decision's: the
         literal for a constant is its variable set and those of the constants before it unset, so
         "is 'ddp'" and "is 'fsdp'" never hold together, with nothing added to the domain.
+        ``implied``: a decision's option the equality implies ("the parameter is 'ddp'" implies
+        "the parameter was given"), part of the literal (if that decision exists).
         """
         key = f"equals:{subject}:{constant!r}"
         found = self._equality_literals.get(key)
         if found is not None:
             return found
         decision = self.decision(DecisionInfo(key, descriptions))
-        variable = self.option(decision, 0)
+        literal = self.option(decision, 0)
         others = self._equalities.setdefault(subject, [])
-        literal = variable
         for other in others:
             literal = self.and_(literal, self.not_(self.option(other, 0)))
+        if implied is not None and implied[0] in self._decision_index:
+            literal = self.and_(literal, self.option(self._decision_index[implied[0]], implied[1]))
         others.append(decision)
         self._equality_subject[decision] = subject
         self._equality_literals[key] = literal
         return literal
-
-    def constrain(self, implication: tuple[int, str, int]) -> None:
-        """Add "literal implies decision ``key`` takes ``option``" to the domain (if ``key`` exists)."""
-        literal, key, option = implication
-        index = self._decision_index.get(key)
-        if index is not None:
-            required = self.option(index, option)
-            self.domain = self.and_(self.domain, self.or_(self.not_(literal), required))
 
     # ----- operations ----------------------------------------------------------------
 
@@ -219,10 +220,14 @@ class Guards:
         both = self.and_(f, g)
         if both <= TRUE:
             return both == TRUE
+        if self.domain == TRUE:
+            return True
         key = (both, self.domain)
         found = self._feasible.get(key)
         if found is None:
-            found = self._feasible[key] = self.domain == TRUE or self.and_(both, self.domain) != FALSE
+            # A guard about other decisions than the domain's agrees with some combination of it.
+            disjoint = not (self.support(both) & self.support(self.domain))
+            found = self._feasible[key] = disjoint or self.and_(both, self.domain) != FALSE
         return found
 
     def support(self, f: int) -> frozenset[int]:
