@@ -110,6 +110,7 @@ def _analyze(
     exploration = explore(project, parsed, _RuleChecker(wanted), assumed, force)
     analysis = Analysis(path=path, syntax_error=parsed.syntax_error, syntax_problem=parsed.syntax_problem)
     analysis.dependencies = tuple(sorted(exploration.dependencies))
+    analysis.steps = exploration.steps
     if exploration.incomplete:
         analysis.notes.append("the script has more paths than fabric-ls follows; some were not checked")
     analysis.notes.extend(project.jedi_failures())

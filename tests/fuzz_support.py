@@ -12,7 +12,8 @@ script's size, so any integers make a valid mutation.
 
 The invariants (``examine``):
 
-- the engine never raises, and answers within ``TIME_LIMIT`` seconds;
+- the engine never raises, and its work stays within the step budget (``MAX_WORK``: counted, the
+  same on any machine; ``bench/fuzz.py`` also times each analysis, against ``TIME_LIMIT``);
 - every finding's span, and every fix edit's span, lies inside the document;
 - a fix's edits do not overlap;
 - a fix applied to a script that parses yields a script that parses, and so do all the fixes that
@@ -39,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
+from fabric_ls.analysis.explore import MAX_TOTAL_STEPS
+from fabric_ls.analysis.state import MAX_STEPS
 from fabric_ls.engine import REPEAT_NOTE, analyze_source
 from fabric_ls.fixes import apply_edits
 from fabric_ls.model import Analysis, Finding, Span, TextEdit
@@ -48,6 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "fuzz_corpus"
 LOCAL_CORPUS = ROOT / "bench" / ".cache" / "corpus"
 TIME_LIMIT = 2.0
+# The budget of one analysis (fabric_ls.analysis.explore): runs stop at MAX_TOTAL_STEPS, checked
+# between runs, so one run's own budget may come on top.
+MAX_WORK = MAX_TOTAL_STEPS + MAX_STEPS
 # Where rule samples (which have no file of their own) are analysed: a folder with no modules.
 SAMPLE_DIR = ROOT / "tests" / "fuzz_corpus" / "samples"
 
@@ -459,7 +465,7 @@ def examine(
     source: str,
     path: str,
     analyzer: Analyzer = analyze_source,
-    time_limit: float = TIME_LIMIT,
+    time_limit: Optional[float] = None,
     check_fixes: bool = True,
 ) -> Report:
     """Analyse ``source`` and check every invariant of the module docstring."""
@@ -469,7 +475,9 @@ def examine(
         report.problems.append(Problem("crash", crash))
         return report
     assert analysis is not None
-    if seconds > time_limit:
+    if analysis.steps > MAX_WORK:
+        report.problems.append(Problem("budget", f"the analysis took {analysis.steps} steps"))
+    if time_limit is not None and seconds > time_limit:
         report.problems.append(Problem("timeout", f"analysis took {seconds:.2f} s"))
     starts = line_starts(source)
     for finding in analysis.findings:
@@ -524,7 +532,7 @@ def _fix_problems(
     analysis: Analysis,
     source_parses: bool,
     analyzer: Analyzer,
-    time_limit: float,
+    time_limit: Optional[float],
 ) -> list[Problem]:
     assert finding.fix is not None
     where = f"{finding.code} fix at {finding.span.start_line + 1}:{finding.span.start_col + 1}"
@@ -544,7 +552,9 @@ def _fix_problems(
     if crash is not None:
         return problems + [Problem("crash", f"re-analysing after the {where}:\n{crash}")]
     assert again is not None
-    if seconds > time_limit:
+    if again.steps > MAX_WORK:
+        problems.append(Problem("budget", f"re-analysing after the {where} took {again.steps} steps"))
+    if time_limit is not None and seconds > time_limit:
         problems.append(Problem("timeout", f"re-analysing after the {where} took {seconds:.2f} s"))
     fixed_starts = line_starts(fixed)
     places = fixed_places(source, starts, finding, edits)

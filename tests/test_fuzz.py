@@ -8,8 +8,6 @@ themselves are in ``fuzz_support.examine``; ``bench/fuzz.py`` runs the same chec
 
 from __future__ import annotations
 
-import time
-
 import fuzz_support as fs
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -179,10 +177,7 @@ def test_mutated_scripts_under_an_assumed_strategy(seed, mutations, assumed):
 @given(seed=st.sampled_from(FIXABLE), mutations=st.lists(MUTATION, max_size=3))
 def test_portability_matrix_of_mutated_scripts(seed, mutations):
     source = fs.apply_all(seed.source, mutations)
-    began = time.perf_counter()
     matrix = portability(source, seed.path)
-    # One analysis per strategy of the matrix.
-    assert time.perf_counter() - began < fs.TIME_LIMIT * len(MATRIX_NAMES)
     assert set(matrix) == set(MATRIX_NAMES)
     starts = fs.line_starts(source)
     for findings in matrix.values():

