@@ -34,6 +34,9 @@ def on_initialize(ls: FabricLanguageServer, params: types.InitializeParams) -> N
     ls.config_ready = asyncio.Event()
     if not capability(params.capabilities, "workspace.configuration", False):
         ls.config_ready.set()
+    # The rule records (read and validated once) are needed by the first analysis's messages and
+    # fixes: load them now, so opening the first file does not wait for them.
+    ls.record_for.load()
     ls.worker.start()
     ls.worker.warm_up_in_background()
 
