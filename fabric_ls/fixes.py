@@ -43,7 +43,8 @@ def apply_edits(source: str, edits: Sequence[TextEdit]) -> str:
     return result
 
 
-def _fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optional[Fix]:
+def make_fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optional[Fix]:
+    """The record's fix for ``rule`` made of ``edits``; ``safe=False`` makes it unsafe."""
     spec = get_record(rule).fix
     if spec is None or not edits:
         return None
@@ -51,7 +52,7 @@ def _fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optio
     return Fix(spec.title, tuple(edits), is_safe)
 
 
-def _newline(parsed: ParsedSource) -> str:
+def newline_of(parsed: ParsedSource) -> str:
     for line in parsed.lines:
         if line.endswith("\r\n"):
             return "\r\n"
@@ -60,7 +61,7 @@ def _newline(parsed: ParsedSource) -> str:
     return "\n"
 
 
-def _alone_on_lines(parsed: ParsedSource, statement: ast.stmt) -> bool:
+def alone_on_lines(parsed: ParsedSource, statement: ast.stmt) -> bool:
     """The statement owns its lines: nothing before it, only a newline after it."""
     span = parsed.span(statement)
     before = parsed.line_text(span.start_line)[: span.start_col]
@@ -79,12 +80,12 @@ def _delete_lines(parsed: ParsedSource, statement: ast.stmt) -> TextEdit:
     return TextEdit(Span(span.start_line, 0, span.end_line, span.end_col), "")
 
 
-def _indent(parsed: ParsedSource, statement: ast.stmt) -> str:
+def indent_of(parsed: ParsedSource, statement: ast.stmt) -> str:
     line = parsed.line_text(parsed.span(statement).start_line)
     return line[: len(line) - len(line.lstrip())]
 
 
-def _single_target(statement: ast.stmt) -> Optional[str]:
+def single_target(statement: ast.stmt) -> Optional[str]:
     if (
         isinstance(statement, ast.Assign)
         and len(statement.targets) == 1
@@ -94,8 +95,75 @@ def _single_target(statement: ast.stmt) -> Optional[str]:
     return None
 
 
-def _names_in(node: ast.AST) -> set[str]:
+def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def enclosing_scope(parsed: ParsedSource, statement: ast.stmt) -> Optional[ast.AST]:
+    """The innermost module or function whose body (at any depth of blocks) holds ``statement``."""
+
+    def search(scope: ast.AST, node: ast.AST) -> Optional[ast.AST]:
+        for child in ast.iter_child_nodes(node):
+            if child is statement:
+                return scope
+            found = search(child if isinstance(child, _SCOPES) else scope, child)
+            if found is not None:
+                return found
+        return None
+
+    return search(parsed.tree, parsed.tree)
+
+
+def scope_statements(scope: ast.AST) -> list[ast.stmt]:
+    """Every statement run by ``scope`` itself (not the bodies of the functions and classes it defines)."""
+    found: list[ast.stmt] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                found.append(child)
+            if not isinstance(child, _SCOPES):
+                visit(child)
+
+    visit(scope)
+    return found
+
+
+def bound_names(statements: Sequence[ast.stmt]) -> set[str]:
+    """The names these statements bind in their own scope (assignments, imports, defs, loops, ...)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            for decorator in node.decorator_list:
+                visit(decorator)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in statements:
+        visit(statement)
+    return names
+
+
+def insert_at_end(parsed: ParsedSource, node: ast.AST, text: str) -> TextEdit:
+    """An edit that writes ``text`` right after ``node``."""
+    span = parsed.span(node)
+    return TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)
 
 
 def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace]) -> bool:
@@ -114,7 +182,7 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     if place is None or place.statement is None or not event.fabric_text or len(event.args) != 1:
         return None
     statement = place.statement
-    optimizer_name = _single_target(statement)
+    optimizer_name = single_target(statement)
     if optimizer_name is None or statement.value is not event.node:  # type: ignore[attr-defined]
         return None
     optimizer = event.args[0]
@@ -126,13 +194,13 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     if not _same_block(setup_place, place):
         return None
     setup_statement = setup_place.statement  # type: ignore[union-attr]
-    model_name = _single_target(setup_statement)
+    model_name = single_target(setup_statement)
     setup_call = getattr(setup_statement, "value", None)
     if model_name is None or not isinstance(setup_call, ast.Call) or len(setup_call.args) != 1:
         return None
     if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr != "setup_module":
         return None
-    if not _alone_on_lines(parsed, setup_statement):
+    if not alone_on_lines(parsed, setup_statement):
         return None
     module_arg = setup_call.args[0]
     edits: list[TextEdit] = []
@@ -144,13 +212,13 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
         edits.append(TextEdit(parsed.span(setup_call), parsed.segment(module_arg)))
     # Code between the two calls that uses the set-up model would now see the raw one.
     between = place.block[setup_place.index + 1 : place.index]  # type: ignore[union-attr]
-    safe = not any(model_name in _names_in(s) for s in between)
+    safe = not any(model_name in names_in(s) for s in between)
     optimizer_text = parsed.segment(event.node.args[0]) if event.node.args else ""
     if not optimizer_text:
         return None
     new_text = f"{model_name}, {optimizer_name} = {event.fabric_text}.setup({model_name}, {optimizer_text})"
     edits.append(TextEdit(parsed.span(statement), new_text))
-    return _fix("FAB001", edits, safe)
+    return make_fix("FAB001", edits, safe)
 
 
 def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
@@ -176,8 +244,8 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
     model_arg, optimizer_arg = event.node.args
     if not isinstance(model_arg, ast.Name) or model_arg.id != model_target:
         return None
-    indent = _indent(parsed, statement)
-    newline = _newline(parsed)
+    indent = indent_of(parsed, statement)
+    newline = newline_of(parsed)
     fabric = event.fabric_text
     edits: list[TextEdit] = []
     lines = [f"{model_target} = {fabric}.setup_module({model_target})"]
@@ -185,12 +253,12 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
         optimizer = event.args[1]
         inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
         created = inner.created_place if isinstance(inner, Obj) else None
-        if not _same_block(created, place) or not _alone_on_lines(parsed, created.statement):  # type: ignore
+        if not _same_block(created, place) or not alone_on_lines(parsed, created.statement):  # type: ignore
             return None
-        if _single_target(created.statement) != optimizer_arg.id:  # type: ignore[union-attr]
+        if single_target(created.statement) != optimizer_arg.id:  # type: ignore[union-attr]
             return None
         between = place.block[created.index + 1 : place.index]  # type: ignore[union-attr]
-        if any(optimizer_arg.id in _names_in(s) for s in between):
+        if any(optimizer_arg.id in names_in(s) for s in between):
             return None
         edits.append(_delete_lines(parsed, created.statement))  # type: ignore[union-attr]
         lines.append(parsed.segment(created.statement))  # type: ignore[union-attr]
@@ -198,7 +266,7 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
     else:
         lines.append(f"{optimizer_target} = {fabric}.setup_optimizers({parsed.segment(optimizer_arg)})")
     edits.append(TextEdit(parsed.span(statement), (newline + indent).join(lines)))
-    return _fix(rule, edits)
+    return make_fix(rule, edits)
 
 
 def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
@@ -216,23 +284,23 @@ def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]
     setup_place = model.setup_place
     if not (_same_block(created, setup_place) and _same_block(setup_place, place)):
         return None
-    model_name = _single_target(setup_place.statement)  # type: ignore[union-attr]
+    model_name = single_target(setup_place.statement)  # type: ignore[union-attr]
     setup_call = getattr(setup_place.statement, "value", None)  # type: ignore[union-attr]
     if model_name is None or not isinstance(setup_call, ast.Call) or not setup_call.args:
         return None
     if not isinstance(setup_call.args[0], ast.Name) or setup_call.args[0].id != model_name:
         return None
-    if not _alone_on_lines(parsed, created.statement):  # type: ignore[union-attr]
+    if not alone_on_lines(parsed, created.statement):  # type: ignore[union-attr]
         return None
-    optimizer_name = _single_target(created.statement)  # type: ignore[union-attr]
+    optimizer_name = single_target(created.statement)  # type: ignore[union-attr]
     if optimizer_name is None:
         return None
     between = place.block[created.index + 1 : setup_place.index]  # type: ignore[union-attr]
-    if any(optimizer_name in _names_in(s) for s in between):
+    if any(optimizer_name in names_in(s) for s in between):
         return None
     setup_span = parsed.span(setup_place.statement)  # type: ignore[union-attr]
-    text = _newline(parsed) + _indent(parsed, setup_place.statement) + parsed.segment(created.statement)  # type: ignore
-    return _fix(
+    text = newline_of(parsed) + indent_of(parsed, setup_place.statement) + parsed.segment(created.statement)  # type: ignore
+    return make_fix(
         rule,
         [
             _delete_lines(parsed, created.statement),  # type: ignore[union-attr]
@@ -256,9 +324,9 @@ def keyword_fix(
         return None
     for item in call.keywords:
         if item.arg == keyword:
-            return _fix(rule, [TextEdit(parsed.span(item.value), new_text)])
+            return make_fix(rule, [TextEdit(parsed.span(item.value), new_text)])
     if position is not None and len(call.args) > position:
-        return _fix(rule, [TextEdit(parsed.span(call.args[position]), new_text)])
+        return make_fix(rule, [TextEdit(parsed.span(call.args[position]), new_text)])
     return None
 
 
@@ -268,17 +336,7 @@ def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
     if not event.fabric_text or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
         return None
     tensor = event.parsed.segment(node.func.value)
-    return _fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
-
-
-def pass_callable_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB017: ``fabric.launch(main())`` → ``fabric.launch(main)``."""
-    if not event.node.args:
-        return None
-    argument = event.node.args[0]
-    if not isinstance(argument, ast.Call) or argument.args or argument.keywords:
-        return None
-    return _fix("FAB017", [TextEdit(event.parsed.span(argument), event.parsed.segment(argument.func))])
+    return make_fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
 
 
 def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
@@ -286,12 +344,11 @@ def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
     place = event.fabric.place
     if place is None or event.fabric.path != event.parsed.path:
         return None
-    name = _single_target(place.statement)
-    if name is None or not _alone_on_lines(event.parsed, place.statement):
+    name = single_target(place.statement)
+    if name is None or not alone_on_lines(event.parsed, place.statement):
         return None
-    span = event.parsed.span(place.statement)
-    text = _newline(event.parsed) + _indent(event.parsed, place.statement) + f"{name}.launch()"
-    return _fix("FAB009", [TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)])
+    text = newline_of(event.parsed) + indent_of(event.parsed, place.statement) + f"{name}.launch()"
+    return make_fix("FAB009", [insert_at_end(event.parsed, place.statement, text)])
 
 
 def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
@@ -305,7 +362,7 @@ def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
         if keyword.arg == "strategy" and isinstance(value, ast.Constant) and isinstance(value.value, str):
             matches = get_close_matches(value.value.lower(), [*REGISTRY, "auto"], n=1, cutoff=0.6)
             if matches:
-                return _fix(
+                return make_fix(
                     "FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))]
                 )
     return None
