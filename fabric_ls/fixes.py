@@ -176,7 +176,12 @@ def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace
 
 
 def join_setup_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB001: ``model = setup_module(m)`` + ``opt = setup_optimizers(o)`` → ``model, opt = setup(m, o)``."""
+    """FAB001: ``model = setup_module(m)`` (or ``setup(m)``) + ``opt = setup_optimizers(o)`` →
+    ``model, opt = setup(m, o)``.
+
+    When ``setup_optimizers`` is the body of an ``if`` that follows the model's setup, the joint
+    setup goes into the ``if`` and an ``else`` sets the model up alone, as before.
+    """
     place = event.place
     parsed = event.parsed
     if place is None or place.statement is None or not event.fabric_text or len(event.args) != 1:
@@ -189,19 +194,24 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
     if not isinstance(inner, Obj) or not inner.params:
         return None
-    model = inner.params[0].source
-    setup_place = model.setup_place
-    if not _same_block(setup_place, place):
+    setup_place = inner.params[0].source.setup_place
+    if setup_place is None:
         return None
-    setup_statement = setup_place.statement  # type: ignore[union-attr]
+    conditional = None if _same_block(setup_place, place) else _if_holding(setup_place, place)
+    if conditional is None and not _same_block(setup_place, place):
+        return None
+    setup_statement = setup_place.statement
     model_name = single_target(setup_statement)
     setup_call = getattr(setup_statement, "value", None)
     if model_name is None or not isinstance(setup_call, ast.Call) or len(setup_call.args) != 1:
         return None
-    if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr != "setup_module":
+    if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr not in (
+        "setup_module",
+        "setup",
+    ):
         return None
-    if not alone_on_lines(parsed, setup_statement):
-        return None
+    if setup_call.keywords or not alone_on_lines(parsed, setup_statement):
+        return None  # keywords such as move_to_device= would be lost in the joint call
     module_arg = setup_call.args[0]
     edits: list[TextEdit] = []
     if isinstance(module_arg, ast.Name):
@@ -211,14 +221,48 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     else:
         edits.append(TextEdit(parsed.span(setup_call), parsed.segment(module_arg)))
     # Code between the two calls that uses the set-up model would now see the raw one.
-    between = place.block[setup_place.index + 1 : place.index]  # type: ignore[union-attr]
-    safe = not any(model_name in names_in(s) for s in between)
+    end = place.index if conditional is None else setup_place.block.index(conditional)
+    between = setup_place.block[setup_place.index + 1 : end]
+    if conditional is not None:
+        if model_name in names_in(conditional.test):
+            return None
+        between = [*between, *conditional.body[: place.index]]
+    safe = conditional is None and not any(_uses_beyond_parameters(model_name, s) for s in between)
     optimizer_text = parsed.segment(event.node.args[0]) if event.node.args else ""
     if not optimizer_text:
         return None
     new_text = f"{model_name}, {optimizer_name} = {event.fabric_text}.setup({model_name}, {optimizer_text})"
     edits.append(TextEdit(parsed.span(statement), new_text))
+    if conditional is not None:
+        newline = newline_of(parsed)
+        alone = f"{model_name} = {parsed.segment(setup_call.func)}({model_name})"
+        text = f"{newline}{indent_of(parsed, conditional)}else:{newline}{indent_of(parsed, statement)}{alone}"
+        edits.append(insert_at_end(parsed, conditional, text))
     return make_fix("FAB001", edits, safe)
+
+
+def _uses_beyond_parameters(name: str, statement: ast.stmt) -> bool:
+    """``statement`` uses ``name`` other than as ``name.parameters()`` (the same tensors, set up or not)."""
+    harmless = {
+        id(node.func.value)
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("parameters", "named_parameters")
+        and isinstance(node.func.value, ast.Name)
+    }
+    return any(
+        isinstance(node, ast.Name) and node.id == name and id(node) not in harmless
+        for node in ast.walk(statement)
+    )
+
+
+def _if_holding(setup_place: StatementPlace, place: StatementPlace) -> Optional[ast.If]:
+    """The ``if`` without ``else``, after the setup in its block, whose body holds ``place``."""
+    for statement in setup_place.block[setup_place.index + 1 :]:
+        if isinstance(statement, ast.If) and statement.body is place.block and not statement.orelse:
+            return statement
+    return None
 
 
 def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
