@@ -160,6 +160,12 @@ def bound_names(statements: Sequence[ast.stmt]) -> set[str]:
     return names
 
 
+def repaired_between(parsed: ParsedSource, first_line: int, last_line: int) -> bool:
+    """Whether the parser repaired any of these lines (0-based, inclusive): a half-typed text."""
+    repaired = parsed.repaired_lines | set(parsed.closed_lines)
+    return any(first_line <= line <= last_line for line in repaired)
+
+
 def insert_at_end(parsed: ParsedSource, node: ast.AST, text: str) -> TextEdit:
     """An edit that writes ``text`` right after ``node``."""
     span = parsed.span(node)
@@ -224,7 +230,7 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     end = place.index if conditional is None else setup_place.block.index(conditional)
     between = setup_place.block[setup_place.index + 1 : end]
     if conditional is not None:
-        if model_name in names_in(conditional.test):
+        if model_name in names_in(conditional.test) or _other_setups(conditional, statement):
             return None
         between = [*between, *conditional.body[: place.index]]
     safe = conditional is None and not any(_uses_beyond_parameters(model_name, s) for s in between)
@@ -254,6 +260,18 @@ def _uses_beyond_parameters(name: str, statement: ast.stmt) -> bool:
     return any(
         isinstance(node, ast.Name) and node.id == name and id(node) not in harmless
         for node in ast.walk(statement)
+    )
+
+
+def _other_setups(conditional: ast.If, statement: ast.stmt) -> bool:
+    """The ``if`` sets up more than this optimizer: the ``else`` would not mirror it."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("setup", "setup_module", "setup_optimizers")
+        for other in conditional.body
+        if other is not statement
+        for node in ast.walk(other)
     )
 
 

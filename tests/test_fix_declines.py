@@ -17,6 +17,11 @@ DECLINED = {
         HEADER + "def report():\n    print(model)\n\n\n" + SPAWN + "fabric.launch()\n"
         "model = fabric.setup(torch.nn.Linear(4, 2))\nreport()\n",
     ),
+    # FAB006: a second launch() after the first would run inside the launched function.
+    "FAB006-launched-twice": (
+        "FAB006",
+        HEADER + SPAWN + "fabric.launch()\nfabric.launch()\nmodel = fabric.setup(torch.nn.Linear(4, 2))\n",
+    ),
     # FAB006: launch() inside a `with` block: the code after it is not at a top level.
     "FAB006-not-at-top-level": (
         "FAB006",

@@ -6,7 +6,14 @@ import ast
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.fixes import bound_names, enclosing_scope, insert_at_end, make_fix, scope_statements
+from fabric_ls.fixes import (
+    bound_names,
+    enclosing_scope,
+    insert_at_end,
+    make_fix,
+    repaired_between,
+    scope_statements,
+)
 from fabric_ls.model import Fix
 from fabric_ls.rules.common import Case
 
@@ -36,6 +43,8 @@ def backward_with_model_fix(event: CallEvent) -> Optional[Fix]:
     node = event.node
     if place is None or len(node.args) != 1 or node.keywords or not event.fabric_text.isidentifier():
         return None
+    if repaired_between(event.parsed, node.lineno - 1, node.end_lineno - 1):  # type: ignore[operator]
+        return None  # the call is still being typed
     scope = enclosing_scope(event.parsed, place.statement)
     if scope is None:
         return None

@@ -12,7 +12,7 @@ from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import BoundMethod, Const, FunctionRef
-from fabric_ls.fixes import make_fix
+from fabric_ls.fixes import make_fix, repaired_between
 from fabric_ls.model import Fix, TextEdit
 from fabric_ls.rules.common import Case, lightning_sentence
 
@@ -58,6 +58,8 @@ def pass_callable_fix(event: CallEvent) -> Optional[Fix]:
     """
     node = event.node
     if len(node.args) != 1 or node.keywords:
+        return None
+    if repaired_between(event.parsed, node.lineno - 1, node.end_lineno - 1):  # type: ignore[operator]
         return None
     argument = node.args[0]
     if not isinstance(argument, ast.Call) or not isinstance(argument.func, ast.Name):

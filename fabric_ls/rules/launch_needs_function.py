@@ -8,7 +8,15 @@ from typing import Optional, Sequence
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.strategies import uses_spawn_launcher
-from fabric_ls.fixes import alone_on_lines, bound_names, enclosing_scope, make_fix, newline_of, single_target
+from fabric_ls.fixes import (
+    alone_on_lines,
+    bound_names,
+    enclosing_scope,
+    make_fix,
+    newline_of,
+    repaired_between,
+    single_target,
+)
 from fabric_ls.model import Fix, Span, TextEdit
 from fabric_ls.rules.common import Case
 
@@ -56,6 +64,10 @@ def launch_with_function_fix(event: CallEvent) -> Optional[Fix]:
     head = place.block[: place.index]
     if not tail or not alone_on_lines(parsed, tail[-1]) or not _movable(tail):
         return None
+    if any(_calls_launch(s) for s in tail):
+        return None  # a second launch() would run inside the launched function
+    if repaired_between(parsed, 0, tail[-1].end_lineno):  # type: ignore[arg-type]
+        return None  # a half-typed text: the lines moved may not be what the user will have
     tree = parsed.tree
     guard = _main_guard(tree, place.block)
     scope = enclosing_scope(parsed, statement)
@@ -175,6 +187,13 @@ def _movable(statements: list[ast.stmt]) -> bool:
             if isinstance(node, (ast.Constant, ast.JoinedStr)) and node.end_lineno != node.lineno:
                 return False  # a multi-line string: re-indenting would change its text
     return True
+
+
+def _calls_launch(statement: ast.stmt) -> bool:
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "launch"
+        for node in ast.walk(statement)
+    )
 
 
 def _same_scope_nodes(statement: ast.stmt) -> list[ast.AST]:
