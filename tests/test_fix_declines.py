@@ -3,9 +3,14 @@ finding stays, without a fix (fabric_ls/fixes.py: a missing fix is better than a
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from fabric_ls.cli_output import DECLINED_REASON
 from fabric_ls.engine import analyze_source
+from fabric_ls.records import get_record
 
 SPAWN = 'fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")\n'
 HEADER = "import torch\nfrom lightning.fabric import Fabric\n\n"
@@ -62,3 +67,17 @@ def test_the_finding_stays_without_a_fix(tmp_path, rule, source):
     findings = analyze_source(source, str(tmp_path / "train.py")).findings
     assert [f.code for f in findings] == [rule]
     assert findings[0].fix is None
+
+
+def test_the_cli_says_why_there_is_no_fix(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(DECLINED["FAB006-not-at-top-level"][1], encoding="utf-8")
+    shown = subprocess.run(
+        [sys.executable, "-m", "fabric_ls", "check", "--no-color", "--show-fixes", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.splitlines()
+    assert shown[0].startswith("train.py:6:5: error FAB006 ")
+    assert shown[1] == f"  no fix here: {DECLINED_REASON}; example fix: {get_record('FAB006').docs_url}"

@@ -17,7 +17,7 @@ from fabric_ls.lsp.documents import Outcome, normal_path
 from fabric_ls.lsp.protocol import capability, client_has_inlay_hints, client_pulls_diagnostics
 from fabric_ls.lsp.server import CONFIG_SECTION, PYTHON_SUFFIXES, FabricLanguageServer
 from fabric_ls.model import Finding
-from fabric_ls.records import load_records
+from fabric_ls.records import get_record, load_records
 from fabric_ls.text import plain
 
 logger = logging.getLogger("fabric_ls.handlers")
@@ -310,6 +310,8 @@ def _example_fix_action(diagnostic: types.Diagnostic) -> types.CodeAction:
     code = str(diagnostic.code)
     page = diagnostic.code_description.href if diagnostic.code_description else ""
     title = f"Show example fix for {code}"
+    if get_record(code).fix is not None:
+        title += " (no fix here: it could change what this code does)"
     return types.CodeAction(
         title=title,
         kind=types.CodeActionKind.QuickFix,

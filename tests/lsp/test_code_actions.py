@@ -208,3 +208,25 @@ async def test_without_a_page_the_example_fix_is_shown_as_a_message(
 
     assert shown.endswith(get_record("FAB007").example_fix)
     assert any(message.message == shown for message in session.client.messages)
+
+
+async def test_a_declined_fix_says_so_in_the_example_fix_title(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    # launch() inside a `with` block: moving what follows into a function is not a faithful rewrite.
+    script = tmp_path / "spawn.py"
+    script.write_text(
+        "import torch\nfrom lightning.fabric import Fabric\n\n"
+        'fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")\n'
+        "with torch.no_grad():\n    fabric.launch()\n    model = fabric.setup(torch.nn.Linear(4, 2))\n",
+        encoding="utf-8",
+    )
+    uri = session.open(script)
+    [diagnostic] = await session.diagnostics(uri)
+
+    titles = [action.title for action in await session.code_actions(uri, [diagnostic])]
+
+    assert titles == [
+        "Show example fix for FAB006 (no fix here: it could change what this code does)",
+        "Ignore FAB006 on this line",
+    ]
