@@ -193,9 +193,10 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     if place is None or place.statement is None or not event.fabric_text or len(event.args) != 1:
         return None
     statement = place.statement
-    optimizer_name = single_target(statement)
-    if optimizer_name is None or statement.value is not event.node:  # type: ignore[attr-defined]
+    optimizer_target, constants = _optimizer_target(statement, event.node)
+    if optimizer_target is None:
         return None
+    optimizer_name = parsed.segment(optimizer_target)  # as written (``ast`` normalises identifiers)
     optimizer = event.args[0]
     inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
     if not isinstance(inner, Obj) or not inner.params:
@@ -238,6 +239,9 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     if not optimizer_text:
         return None
     new_text = f"{model_name}, {optimizer_name} = {event.fabric_text}.setup({model_name}, {optimizer_text})"
+    if constants:
+        lines = [f"{parsed.segment(target)} = {parsed.segment(value)}" for target, value in constants]
+        new_text = (newline_of(parsed) + indent_of(parsed, statement)).join([*lines, new_text])
     edits.append(TextEdit(parsed.span(statement), new_text))
     if conditional is not None:
         newline = newline_of(parsed)
@@ -245,6 +249,30 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
         text = f"{newline}{indent_of(parsed, conditional)}else:{newline}{indent_of(parsed, statement)}{alone}"
         edits.append(insert_at_end(parsed, conditional, text))
     return make_fix("FAB001", edits, safe)
+
+
+def _optimizer_target(
+    statement: ast.stmt, call: ast.Call
+) -> tuple[Optional[ast.expr], list[tuple[ast.expr, ast.expr]]]:
+    """The name ``setup_optimizers`` assigns to, and the other (name, constant) pairs of a tuple
+    assignment such as ``step, optimizer = 0, fabric.setup_optimizers(optimizer)``: split into one
+    assignment each, which is the same when the other values are constants."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return None, []
+    target, value = statement.targets[0], statement.value
+    if isinstance(target, ast.Name):
+        return (target, []) if value is call else (None, [])
+    if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)):
+        return None, []
+    if len(target.elts) != len(value.elts) or not all(isinstance(e, ast.Name) for e in target.elts):
+        return None, []
+    if call not in value.elts:
+        return None, []
+    index = value.elts.index(call)
+    others = [(t, v) for k, (t, v) in enumerate(zip(target.elts, value.elts)) if k != index]
+    if not all(isinstance(v, ast.Constant) for _, v in others):
+        return None, []
+    return target.elts[index], others
 
 
 def _uses_beyond_parameters(name: str, statement: ast.stmt) -> bool:

@@ -163,4 +163,27 @@ else:
     model = fabric.setup_module(model)
 """,
     ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model = fabric.setup_module(model)
+step, optimizer = 0, fabric.setup_optimizers(optimizer)
+""",
+        9,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+step = 0
+model, optimizer = fabric.setup(model, optimizer)
+""",
+    ),
 ]

@@ -230,3 +230,17 @@ async def test_a_declined_fix_says_so_in_the_example_fix_title(
         "Show example fix for FAB006 (no fix here: it could change what this code does)",
         "Ignore FAB006 on this line",
     ]
+
+
+async def test_the_quick_fix_on_a_line_with_non_ascii_names(session: Session, tmp_path: pathlib.Path) -> None:
+    # `größe, 𝛉 = 1, fabric.setup_optimizers(optimizer)`: columns differ in UTF-8, UTF-16 and code points.
+    copy_scripts(tmp_path, "unicode_before_call.py")
+    uri = session.open(tmp_path / "unicode_before_call.py")
+    [diagnostic] = await session.diagnostics(uri)
+
+    title = get_record("FAB001").fix.title  # type: ignore[union-attr]
+    [fix] = [action for action in await session.code_actions(uri, [diagnostic]) if action.title == title]
+    session.apply(uri, edits_of(fix, uri))
+
+    assert session.texts[uri].endswith("größe = 1\nmodel, 𝛉 = fabric.setup(model, optimizer)\n")
+    assert await session.diagnostics(uri) == []
