@@ -93,3 +93,14 @@ def test_an_edit_two_findings_share_is_made_once(tmp_path):
     (plan,), remaining = _plan_fixes([finding, second], unsafe=True)
     assert plan.chosen == [finding, second] and remaining == []
     assert plan.updated.count("fabric.launch()") == 1
+
+
+@pytest.mark.parametrize("flags", [(), ("--unsafe-fixes",)], ids=["safe", "unsafe"])
+def test_the_stars_and_the_summary_count_the_same_fixes(flags):
+    # `[*]` marks what `--fix` (with these flags) applies; the summary counts exactly those.
+    output = check(*flags, "examples", cwd=Path(__file__).resolve().parent.parent).stdout.splitlines()
+    stars = sum(" [*] " in line for line in output[:-1])
+    summary = output[-1]
+    assert stars > 0 and f" {stars} fixable with `--fix`" in summary, summary
+    # Without the flag, the unsafe fixes are counted apart; with it, they are among the stars.
+    assert ("more with `--unsafe-fixes`" in summary) == (not flags), summary
