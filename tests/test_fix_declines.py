@@ -53,6 +53,14 @@ DECLINED = {
         "c, c_opt = fabric.setup(torch.nn.Linear(4, 1), torch.optim.Adam([torch.ones(1)]))\n"
         "fabric.backward(c(g(torch.randn(2, 4))).sum())\n",
     ),
+    # FAB005: one name was given two set-up models: which one the loss belongs to is not in view.
+    "FAB005-a-name-set-up-twice": (
+        "FAB005",
+        HEADER + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\nfabric.launch()\n'
+        "m, opt = fabric.setup(torch.nn.Linear(4, 4), torch.optim.Adam([torch.zeros(1)]))\n"
+        "m = fabric.setup_module(torch.nn.Linear(4, 1))\n"
+        "fabric.backward(m(torch.randn(2, 4)).sum())\n",
+    ),
     # FAB017: `main` takes no parameter, so `launch(main)` would fail Lightning's other check.
     "FAB017-function-without-parameter": (
         "FAB017",

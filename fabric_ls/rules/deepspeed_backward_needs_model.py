@@ -50,8 +50,8 @@ def backward_with_model_fix(event: CallEvent) -> Optional[Fix]:
         return None
     before = [s for s in scope_statements(scope) if s.lineno < place.statement.lineno]
     models = _set_up_models(before, event.fabric_text)
-    if len(models) != event.fabric.models_setup or len(set(models)) != len(models):
-        return None
+    if len(models) != event.fabric.models_setup or any(name.startswith("<twice") for name in models):
+        return None  # not every setup is in view, or one name holds two set-up models
     # A model name rebound after its setup may no longer hold the set-up model.
     for name in models:
         setup_line = models[name][0]
@@ -62,7 +62,7 @@ def backward_with_model_fix(event: CallEvent) -> Optional[Fix]:
         used = _models_computing(node.args[0], place.block[: place.index], models)
         with_optimizer = [name for name, (_, optimizers) in models.items() if optimizers]
         chosen = used[0] if len(used) == 1 else with_optimizer[0] if len(with_optimizer) == 1 else None
-    if chosen is None:
+    if chosen is None or not chosen.isidentifier():
         return None
     return make_fix(RULE, [insert_at_end(event.parsed, node.args[0], f", model={chosen}")])
 
