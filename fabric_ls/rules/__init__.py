@@ -52,6 +52,8 @@ LIGHTNING_ORDER: tuple[str, ...] = (
     "FAB013",
     "FAB014",
     "FAB003",
+    # save: `_validate_launched` (in the strategy's barrier and setup), then the checkpoint state.
+    "FAB026",
     # backward
     "FAB004",
     "FAB005",
