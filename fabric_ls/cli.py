@@ -178,7 +178,7 @@ def _check(arguments: argparse.Namespace) -> int:
             fixable = _show_diff(findings, arguments, out)
             return EXIT_FINDINGS if fixable and not arguments.exit_zero else EXIT_CLEAN
         if arguments.fix:
-            findings = _apply_fixes(findings, arguments, out)
+            findings = _fix_to_fixed_point(reports, tasks, project_options, arguments, out)
         _report(findings, len(reports), arguments, out)
     finally:
         if out is not sys.stdout:
@@ -300,18 +300,23 @@ def _plan_fixes(findings: list[Finding], unsafe: bool) -> tuple[list[_FilePlan],
         original = original_bytes.decode("utf-8", errors="replace")
         chosen: list[Finding] = []
         taken: list[tuple] = []
+        applied: set = set()
         for finding in fixable:
             assert finding.fix is not None
             spans = [
                 (e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col)
                 for e in finding.fix.edits
             ]
+            if set(finding.fix.edits) <= applied:
+                chosen.append(finding)  # the same edits as a fix already chosen: apply them once
+                continue
             if any(_overlaps(a, b) for a in spans for b in taken):
-                remaining.append(finding)  # applied on a later run, once the first fix is in
+                remaining.append(finding)  # applied in a later round, once the first fix is in
                 continue
             taken.extend(spans)
+            applied.update(finding.fix.edits)
             chosen.append(finding)
-        edits = [e for f in chosen for e in f.fix.edits]  # type: ignore[union-attr]
+        edits = list(dict.fromkeys(e for f in chosen for e in f.fix.edits))  # type: ignore[union-attr]
         plans.append(_FilePlan(path, original_bytes, apply_edits(original, edits), chosen))
     return plans, remaining
 
@@ -335,41 +340,87 @@ def _show_diff(findings: list[Finding], arguments: argparse.Namespace, out: Text
     return count
 
 
-def _apply_fixes(findings: list[Finding], arguments: argparse.Namespace, out: TextIO) -> list[Finding]:
-    """Apply fixes file by file; return the findings that remain unfixed."""
+# Rounds of fix, write, re-check: a fix may uncover a finding another one masked (a missing
+# launch() hides FAB001), or make room for a fix that overlapped it. Bounded, as in ruff.
+MAX_FIX_ROUNDS = 10
+
+
+def _fix_to_fixed_point(
+    reports: "list[FileReport]",
+    tasks: list,
+    project_options: dict,
+    arguments: argparse.Namespace,
+    out: TextIO,
+) -> list[Finding]:
+    """Apply fixes, re-check the files they touched, repeat until nothing changes (at most
+    ``MAX_FIX_ROUNDS`` rounds); return the findings of that last, fresh check."""
+    from fabric_ls.batch_check import check_files
     from fabric_ls.cli_output import finding_order, fixed_enumeration
 
-    plans, remaining = _plan_fixes(findings, arguments.unsafe_fixes)
     fixed: list[Finding] = []
+    seen_texts: dict[str, set[str]] = {}
+    for _ in range(MAX_FIX_ROUNDS):
+        written = _apply_fixes(_unique_findings(reports), arguments, fixed, seen_texts)
+        if not written:
+            break
+        stale = [
+            index
+            for index, report in enumerate(reports)
+            if report.path in written or any(f.path in written for f in report.other_findings)
+        ]
+        fresh = check_files([tasks[i] for i in stale], project_options, arguments.jobs or os.cpu_count() or 1)
+        for index, report in zip(stale, fresh):
+            reports[index] = report
+    if arguments.show_fixes:
+        for line in fixed_enumeration(sorted(fixed, key=finding_order)):
+            print(line, file=out)
+    return _unique_findings(reports)
+
+
+def _apply_fixes(
+    findings: list[Finding],
+    arguments: argparse.Namespace,
+    fixed: list[Finding],
+    seen_texts: dict[str, set[str]],
+) -> set[str]:
+    """One round: apply the fixes file by file, add them to ``fixed``; return the paths written.
+
+    A file is not written back into a text it already had (a fix that undoes another).
+    """
+    plans, _ = _plan_fixes(findings, arguments.unsafe_fixes)
+    written: set[str] = set()
     roots = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in arguments.paths]
     for plan in plans:
+        texts = seen_texts.setdefault(plan.path, {plan.original_bytes.decode("utf-8", errors="replace")})
+        if not plan.chosen or plan.updated in texts:
+            continue
         if not trust.inside_roots(plan.path, roots):
             print(
                 f"fabric-ls: left {display_path(plan.path)} alone: through a symbolic link it lies outside "
                 "the checked folders",
                 file=sys.stderr,
             )
-            remaining.extend(plan.chosen)
             continue
         if not _write_atomically(plan.path, plan.original_bytes, plan.updated):
             print(
                 f"fabric-ls: {display_path(plan.path)} changed while it was being fixed; left it alone",
                 file=sys.stderr,
             )
-            remaining.extend(plan.chosen)
             continue
+        texts.add(plan.updated)
+        written.add(plan.path)
         fixed.extend(plan.chosen)
         for finding in plan.chosen if not arguments.quiet else ():
             title = finding.fix.title  # type: ignore[union-attr]
             where = f"{display_path(plan.path)}:{finding.span.start_line + 1}"
             print(f"Fixed {where}: {finding.code} {title}", file=sys.stderr)
-    if arguments.show_fixes:
-        for line in fixed_enumeration(sorted(fixed, key=finding_order)):
-            print(line, file=out)
-    return sorted(remaining, key=finding_order)
+    return written
 
 
 def _overlaps(a: tuple, b: tuple) -> bool:
+    """Two spans share text, or are two insertions at one place (whose order would be a guess)."""
+    if a == b:
+        return True
     return not ((a[2], a[3]) <= (b[0], b[1]) or (b[2], b[3]) <= (a[0], a[1]))
 
 

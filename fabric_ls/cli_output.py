@@ -83,10 +83,27 @@ def text_line(finding: Finding, style: Style, unsafe: bool) -> str:
 def fix_hint(finding: Finding, unsafe: bool) -> Optional[str]:
     """The ``--show-fixes`` line under a finding: what its fix does, and which flag applies it."""
     if finding.fix is None:
-        return None
+        return _declined_hint(finding.code, finding.docs_url)
     if fix_applies(finding, unsafe):
         return f"  fix: {finding.fix.title}"
     return f"  fix (unsafe, applied with --unsafe-fixes): {finding.fix.title}"
+
+
+# Said where a rule's fix declines the code it found (fabric_ls/fixes.py: better none than a wrong one).
+DECLINED_REASON = "this code is not in a shape the fix can rewrite without changing what it does"
+
+
+def _declined_hint(code: str, docs_url: str) -> Optional[str]:
+    """For a rule with a fix that declined this code: why, and where the example fix is."""
+    if code == SYNTAX_ERROR_CODE:
+        return None
+    from fabric_ls.records import get_record
+
+    spec = get_record(code).fix
+    if spec is None:
+        return None
+    where = docs_url or _rule_url(code)
+    return f"  no fix here: {DECLINED_REASON}; example fix: {where}"
 
 
 def _plural(count: int, word: str) -> str:

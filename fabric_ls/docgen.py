@@ -121,8 +121,13 @@ def render_rule_page(record: Record) -> str:
         "",
         "## What it does",
         "",
-        f"Flags code that makes Lightning Fabric raise `{record.error_class}` at run time. It fires when:"
-        f" {record.trigger_scenarios}",
+        (
+            f"Flags code that makes Lightning Fabric raise `{record.error_class}` at run time. It fires when:"
+            if record.static != "none"
+            else f"**Not checked yet**: fabric-ls reports nothing for this error (see below why); this page"
+            f" documents it. Lightning Fabric raises `{record.error_class}` at run time when:"
+        )
+        + f" {record.trigger_scenarios}",
         "",
         "fabric-ls reports, for example:",
         "",

@@ -43,7 +43,8 @@ def apply_edits(source: str, edits: Sequence[TextEdit]) -> str:
     return result
 
 
-def _fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optional[Fix]:
+def make_fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optional[Fix]:
+    """The record's fix for ``rule`` made of ``edits``; ``safe=False`` makes it unsafe."""
     spec = get_record(rule).fix
     if spec is None or not edits:
         return None
@@ -51,7 +52,7 @@ def _fix(rule: str, edits: list[TextEdit], safe: Optional[bool] = None) -> Optio
     return Fix(spec.title, tuple(edits), is_safe)
 
 
-def _newline(parsed: ParsedSource) -> str:
+def newline_of(parsed: ParsedSource) -> str:
     for line in parsed.lines:
         if line.endswith("\r\n"):
             return "\r\n"
@@ -60,7 +61,7 @@ def _newline(parsed: ParsedSource) -> str:
     return "\n"
 
 
-def _alone_on_lines(parsed: ParsedSource, statement: ast.stmt) -> bool:
+def alone_on_lines(parsed: ParsedSource, statement: ast.stmt) -> bool:
     """The statement owns its lines: nothing before it, only a newline after it."""
     span = parsed.span(statement)
     before = parsed.line_text(span.start_line)[: span.start_col]
@@ -79,12 +80,12 @@ def _delete_lines(parsed: ParsedSource, statement: ast.stmt) -> TextEdit:
     return TextEdit(Span(span.start_line, 0, span.end_line, span.end_col), "")
 
 
-def _indent(parsed: ParsedSource, statement: ast.stmt) -> str:
+def indent_of(parsed: ParsedSource, statement: ast.stmt) -> str:
     line = parsed.line_text(parsed.span(statement).start_line)
     return line[: len(line) - len(line.lstrip())]
 
 
-def _single_target(statement: ast.stmt) -> Optional[str]:
+def single_target(statement: ast.stmt) -> Optional[str]:
     if (
         isinstance(statement, ast.Assign)
         and len(statement.targets) == 1
@@ -94,8 +95,81 @@ def _single_target(statement: ast.stmt) -> Optional[str]:
     return None
 
 
-def _names_in(node: ast.AST) -> set[str]:
+def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def enclosing_scope(parsed: ParsedSource, statement: ast.stmt) -> Optional[ast.AST]:
+    """The innermost module or function whose body (at any depth of blocks) holds ``statement``."""
+
+    def search(scope: ast.AST, node: ast.AST) -> Optional[ast.AST]:
+        for child in ast.iter_child_nodes(node):
+            if child is statement:
+                return scope
+            found = search(child if isinstance(child, _SCOPES) else scope, child)
+            if found is not None:
+                return found
+        return None
+
+    return search(parsed.tree, parsed.tree)
+
+
+def scope_statements(scope: ast.AST) -> list[ast.stmt]:
+    """Every statement run by ``scope`` itself (not the bodies of the functions and classes it defines)."""
+    found: list[ast.stmt] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt):
+                found.append(child)
+            if not isinstance(child, _SCOPES):
+                visit(child)
+
+    visit(scope)
+    return found
+
+
+def bound_names(statements: Sequence[ast.stmt]) -> set[str]:
+    """The names these statements bind in their own scope (assignments, imports, defs, loops, ...)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            for decorator in node.decorator_list:
+                visit(decorator)
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for statement in statements:
+        visit(statement)
+    return names
+
+
+def repaired_between(parsed: ParsedSource, first_line: int, last_line: int) -> bool:
+    """Whether the parser repaired any of these lines (0-based, inclusive): a half-typed text."""
+    repaired = parsed.repaired_lines | set(parsed.closed_lines)
+    return any(first_line <= line <= last_line for line in repaired)
+
+
+def insert_at_end(parsed: ParsedSource, node: ast.AST, text: str) -> TextEdit:
+    """An edit that writes ``text`` right after ``node``."""
+    span = parsed.span(node)
+    return TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)
 
 
 def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace]) -> bool:
@@ -108,32 +182,43 @@ def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace
 
 
 def join_setup_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB001: ``model = setup_module(m)`` + ``opt = setup_optimizers(o)`` → ``model, opt = setup(m, o)``."""
+    """FAB001: ``model = setup_module(m)`` (or ``setup(m)``) + ``opt = setup_optimizers(o)`` →
+    ``model, opt = setup(m, o)``.
+
+    When ``setup_optimizers`` is the body of an ``if`` that follows the model's setup, the joint
+    setup goes into the ``if`` and an ``else`` sets the model up alone, as before.
+    """
     place = event.place
     parsed = event.parsed
     if place is None or place.statement is None or not event.fabric_text or len(event.args) != 1:
         return None
     statement = place.statement
-    optimizer_name = _single_target(statement)
-    if optimizer_name is None or statement.value is not event.node:  # type: ignore[attr-defined]
+    optimizer_target, constants = _optimizer_target(statement, event.node)
+    if optimizer_target is None:
         return None
+    optimizer_name = parsed.segment(optimizer_target)  # as written (``ast`` normalises identifiers)
     optimizer = event.args[0]
     inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
     if not isinstance(inner, Obj) or not inner.params:
         return None
-    model = inner.params[0].source
-    setup_place = model.setup_place
-    if not _same_block(setup_place, place):
+    setup_place = inner.params[0].source.setup_place
+    if setup_place is None:
         return None
-    setup_statement = setup_place.statement  # type: ignore[union-attr]
-    model_name = _single_target(setup_statement)
+    conditional = None if _same_block(setup_place, place) else _if_holding(setup_place, place)
+    if conditional is None and not _same_block(setup_place, place):
+        return None
+    setup_statement = setup_place.statement
+    model_name = single_target(setup_statement)
     setup_call = getattr(setup_statement, "value", None)
     if model_name is None or not isinstance(setup_call, ast.Call) or len(setup_call.args) != 1:
         return None
-    if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr != "setup_module":
+    if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr not in (
+        "setup_module",
+        "setup",
+    ):
         return None
-    if not _alone_on_lines(parsed, setup_statement):
-        return None
+    if setup_call.keywords or not alone_on_lines(parsed, setup_statement):
+        return None  # keywords such as move_to_device= would be lost in the joint call
     module_arg = setup_call.args[0]
     edits: list[TextEdit] = []
     if isinstance(module_arg, ast.Name):
@@ -143,14 +228,87 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
     else:
         edits.append(TextEdit(parsed.span(setup_call), parsed.segment(module_arg)))
     # Code between the two calls that uses the set-up model would now see the raw one.
-    between = place.block[setup_place.index + 1 : place.index]  # type: ignore[union-attr]
-    safe = not any(model_name in _names_in(s) for s in between)
+    end = place.index if conditional is None else setup_place.block.index(conditional)
+    between = setup_place.block[setup_place.index + 1 : end]
+    if conditional is not None:
+        if model_name in names_in(conditional.test) or _other_setups(conditional, statement):
+            return None
+        between = [*between, *conditional.body[: place.index]]
+    safe = conditional is None and not any(_uses_beyond_parameters(model_name, s) for s in between)
     optimizer_text = parsed.segment(event.node.args[0]) if event.node.args else ""
     if not optimizer_text:
         return None
     new_text = f"{model_name}, {optimizer_name} = {event.fabric_text}.setup({model_name}, {optimizer_text})"
+    if constants:
+        lines = [f"{parsed.segment(target)} = {parsed.segment(value)}" for target, value in constants]
+        new_text = (newline_of(parsed) + indent_of(parsed, statement)).join([*lines, new_text])
     edits.append(TextEdit(parsed.span(statement), new_text))
-    return _fix("FAB001", edits, safe)
+    if conditional is not None:
+        newline = newline_of(parsed)
+        alone = f"{model_name} = {parsed.segment(setup_call.func)}({model_name})"
+        text = f"{newline}{indent_of(parsed, conditional)}else:{newline}{indent_of(parsed, statement)}{alone}"
+        edits.append(insert_at_end(parsed, conditional, text))
+    return make_fix("FAB001", edits, safe)
+
+
+def _optimizer_target(
+    statement: ast.stmt, call: ast.Call
+) -> tuple[Optional[ast.expr], list[tuple[ast.expr, ast.expr]]]:
+    """The name ``setup_optimizers`` assigns to, and the other (name, constant) pairs of a tuple
+    assignment such as ``step, optimizer = 0, fabric.setup_optimizers(optimizer)``: split into one
+    assignment each, which is the same when the other values are constants."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return None, []
+    target, value = statement.targets[0], statement.value
+    if isinstance(target, ast.Name):
+        return (target, []) if value is call else (None, [])
+    if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)):
+        return None, []
+    if len(target.elts) != len(value.elts) or not all(isinstance(e, ast.Name) for e in target.elts):
+        return None, []
+    if call not in value.elts:
+        return None, []
+    index = value.elts.index(call)
+    others = [(t, v) for k, (t, v) in enumerate(zip(target.elts, value.elts)) if k != index]
+    if not all(isinstance(v, ast.Constant) for _, v in others):
+        return None, []
+    return target.elts[index], others
+
+
+def _uses_beyond_parameters(name: str, statement: ast.stmt) -> bool:
+    """``statement`` uses ``name`` other than as ``name.parameters()`` (the same tensors, set up or not)."""
+    harmless = {
+        id(node.func.value)
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("parameters", "named_parameters")
+        and isinstance(node.func.value, ast.Name)
+    }
+    return any(
+        isinstance(node, ast.Name) and node.id == name and id(node) not in harmless
+        for node in ast.walk(statement)
+    )
+
+
+def _other_setups(conditional: ast.If, statement: ast.stmt) -> bool:
+    """The ``if`` sets up more than this optimizer: the ``else`` would not mirror it."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("setup", "setup_module", "setup_optimizers")
+        for other in conditional.body
+        if other is not statement
+        for node in ast.walk(other)
+    )
+
+
+def _if_holding(setup_place: StatementPlace, place: StatementPlace) -> Optional[ast.If]:
+    """The ``if`` without ``else``, after the setup in its block, whose body holds ``place``."""
+    for statement in setup_place.block[setup_place.index + 1 :]:
+        if isinstance(statement, ast.If) and statement.body is place.block and not statement.orelse:
+            return statement
+    return None
 
 
 def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
@@ -176,8 +334,8 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
     model_arg, optimizer_arg = event.node.args
     if not isinstance(model_arg, ast.Name) or model_arg.id != model_target:
         return None
-    indent = _indent(parsed, statement)
-    newline = _newline(parsed)
+    indent = indent_of(parsed, statement)
+    newline = newline_of(parsed)
     fabric = event.fabric_text
     edits: list[TextEdit] = []
     lines = [f"{model_target} = {fabric}.setup_module({model_target})"]
@@ -185,12 +343,12 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
         optimizer = event.args[1]
         inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
         created = inner.created_place if isinstance(inner, Obj) else None
-        if not _same_block(created, place) or not _alone_on_lines(parsed, created.statement):  # type: ignore
+        if not _same_block(created, place) or not alone_on_lines(parsed, created.statement):  # type: ignore
             return None
-        if _single_target(created.statement) != optimizer_arg.id:  # type: ignore[union-attr]
+        if single_target(created.statement) != optimizer_arg.id:  # type: ignore[union-attr]
             return None
         between = place.block[created.index + 1 : place.index]  # type: ignore[union-attr]
-        if any(optimizer_arg.id in _names_in(s) for s in between):
+        if any(optimizer_arg.id in names_in(s) for s in between):
             return None
         edits.append(_delete_lines(parsed, created.statement))  # type: ignore[union-attr]
         lines.append(parsed.segment(created.statement))  # type: ignore[union-attr]
@@ -198,7 +356,7 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
     else:
         lines.append(f"{optimizer_target} = {fabric}.setup_optimizers({parsed.segment(optimizer_arg)})")
     edits.append(TextEdit(parsed.span(statement), (newline + indent).join(lines)))
-    return _fix(rule, edits)
+    return make_fix(rule, edits)
 
 
 def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
@@ -216,23 +374,23 @@ def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]
     setup_place = model.setup_place
     if not (_same_block(created, setup_place) and _same_block(setup_place, place)):
         return None
-    model_name = _single_target(setup_place.statement)  # type: ignore[union-attr]
+    model_name = single_target(setup_place.statement)  # type: ignore[union-attr]
     setup_call = getattr(setup_place.statement, "value", None)  # type: ignore[union-attr]
     if model_name is None or not isinstance(setup_call, ast.Call) or not setup_call.args:
         return None
     if not isinstance(setup_call.args[0], ast.Name) or setup_call.args[0].id != model_name:
         return None
-    if not _alone_on_lines(parsed, created.statement):  # type: ignore[union-attr]
+    if not alone_on_lines(parsed, created.statement):  # type: ignore[union-attr]
         return None
-    optimizer_name = _single_target(created.statement)  # type: ignore[union-attr]
+    optimizer_name = single_target(created.statement)  # type: ignore[union-attr]
     if optimizer_name is None:
         return None
     between = place.block[created.index + 1 : setup_place.index]  # type: ignore[union-attr]
-    if any(optimizer_name in _names_in(s) for s in between):
+    if any(optimizer_name in names_in(s) for s in between):
         return None
     setup_span = parsed.span(setup_place.statement)  # type: ignore[union-attr]
-    text = _newline(parsed) + _indent(parsed, setup_place.statement) + parsed.segment(created.statement)  # type: ignore
-    return _fix(
+    text = newline_of(parsed) + indent_of(parsed, setup_place.statement) + parsed.segment(created.statement)  # type: ignore
+    return make_fix(
         rule,
         [
             _delete_lines(parsed, created.statement),  # type: ignore[union-attr]
@@ -256,9 +414,9 @@ def keyword_fix(
         return None
     for item in call.keywords:
         if item.arg == keyword:
-            return _fix(rule, [TextEdit(parsed.span(item.value), new_text)])
+            return make_fix(rule, [TextEdit(parsed.span(item.value), new_text)])
     if position is not None and len(call.args) > position:
-        return _fix(rule, [TextEdit(parsed.span(call.args[position]), new_text)])
+        return make_fix(rule, [TextEdit(parsed.span(call.args[position]), new_text)])
     return None
 
 
@@ -268,17 +426,7 @@ def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
     if not event.fabric_text or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
         return None
     tensor = event.parsed.segment(node.func.value)
-    return _fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
-
-
-def pass_callable_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB017: ``fabric.launch(main())`` → ``fabric.launch(main)``."""
-    if not event.node.args:
-        return None
-    argument = event.node.args[0]
-    if not isinstance(argument, ast.Call) or argument.args or argument.keywords:
-        return None
-    return _fix("FAB017", [TextEdit(event.parsed.span(argument), event.parsed.segment(argument.func))])
+    return make_fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
 
 
 def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
@@ -286,12 +434,11 @@ def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
     place = event.fabric.place
     if place is None or event.fabric.path != event.parsed.path:
         return None
-    name = _single_target(place.statement)
-    if name is None or not _alone_on_lines(event.parsed, place.statement):
+    name = single_target(place.statement)
+    if name is None or not alone_on_lines(event.parsed, place.statement):
         return None
-    span = event.parsed.span(place.statement)
-    text = _newline(event.parsed) + _indent(event.parsed, place.statement) + f"{name}.launch()"
-    return _fix("FAB009", [TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)])
+    text = newline_of(event.parsed) + indent_of(event.parsed, place.statement) + f"{name}.launch()"
+    return make_fix("FAB009", [insert_at_end(event.parsed, place.statement, text)])
 
 
 def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
@@ -305,7 +452,7 @@ def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
         if keyword.arg == "strategy" and isinstance(value, ast.Constant) and isinstance(value.value, str):
             matches = get_close_matches(value.value.lower(), [*REGISTRY, "auto"], n=1, cutoff=0.6)
             if matches:
-                return _fix(
+                return make_fix(
                     "FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))]
                 )
     return None

@@ -112,7 +112,7 @@ def test_star_marks_safe_fixes_and_the_summary_counts_the_unsafe_ones():
     summary = run("examples").stdout.splitlines()[-1]
     assert summary == (
         "Found 9 problems (8 errors, 1 warning) in 10 files. "
-        "6 fixable with `--fix` (1 more with `--unsafe-fixes`)."
+        "6 fixable with `--fix` (2 more with `--unsafe-fixes`)."
     )
 
 

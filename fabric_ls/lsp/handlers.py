@@ -17,6 +17,7 @@ from fabric_ls.lsp.documents import Outcome, normal_path
 from fabric_ls.lsp.protocol import capability, client_has_inlay_hints, client_pulls_diagnostics
 from fabric_ls.lsp.server import CONFIG_SECTION, PYTHON_SUFFIXES, FabricLanguageServer
 from fabric_ls.model import Finding
+from fabric_ls.records import get_record, load_records
 from fabric_ls.text import plain
 
 logger = logging.getLogger("fabric_ls.handlers")
@@ -25,6 +26,7 @@ DIAGNOSTIC_IDENTIFIER = "fabric-ls"
 COMMAND_SHOW_STRATEGY = "fabric-ls.showStrategy"
 COMMAND_FIX_ALL = "fabric-ls.fixAll"
 COMMAND_STATUS = "fabric-ls.serverStatus"
+COMMAND_SHOW_EXAMPLE_FIX = "fabric-ls.showExampleFix"
 
 
 def on_initialize(ls: FabricLanguageServer, params: types.InitializeParams) -> None:
@@ -277,6 +279,8 @@ async def on_code_action(
                         edit=ls.workspace_edit(document, edits),
                     )
                 )
+            elif diagnostic.code in load_records():
+                actions.append(_example_fix_action(diagnostic))
             ignore = convert.ignore_edit(
                 document.lines, diagnostic.range.start.line, diagnostic.code, ls.encoding
             )
@@ -302,6 +306,39 @@ async def on_code_action(
                     )
                 )
     return actions
+
+
+def _example_fix_action(diagnostic: types.Diagnostic) -> types.CodeAction:
+    """For a finding no edit can repair: open the rule's page at its example fix."""
+    code = str(diagnostic.code)
+    page = diagnostic.code_description.href if diagnostic.code_description else ""
+    title = f"Show example fix for {code}"
+    if get_record(code).fix is not None:
+        title += " (no fix here: it could change what this code does)"
+    return types.CodeAction(
+        title=title,
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        command=types.Command(title=title, command=COMMAND_SHOW_EXAMPLE_FIX, arguments=[code, page]),
+    )
+
+
+async def show_example_fix_command(ls: FabricLanguageServer, *arguments: Any) -> Optional[str]:
+    """``fabric-ls.showExampleFix(code, page)``: show the rule's page (``window/showDocument``),
+    or, for a client that cannot, the record's example fix as a message. Returns what was shown."""
+    if not arguments or arguments[0] not in load_records():
+        return None
+    record = load_records()[arguments[0]]
+    page = arguments[1] if len(arguments) > 1 and isinstance(arguments[1], str) else ""
+    if page and ls.client_can("window.show_document.support"):
+        result = await ls.window_show_document_async(
+            types.ShowDocumentParams(uri=page, external=not page.startswith("file:"), take_focus=True)
+        )
+        if getattr(result, "success", False):
+            return page
+    text = f"{record.rule} {record.title}\n\n{record.example_fix}"
+    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=text))
+    return text
 
 
 async def on_inlay_hint(
@@ -460,4 +497,5 @@ def create_server() -> FabricLanguageServer:
     server.command(COMMAND_SHOW_STRATEGY)(show_strategy_command)
     server.command(COMMAND_FIX_ALL)(fix_all_command)
     server.command(COMMAND_STATUS)(status_command)
+    server.command(COMMAND_SHOW_EXAMPLE_FIX)(show_example_fix_command)
     return server

@@ -37,6 +37,8 @@ LIGHTNING_ORDER: tuple[str, ...] = (
     "FAB006",
     "FAB019",
     "FAB020",
+    # ... then the strategy's setup_environment (DeepSpeed's device-index check).
+    "FAB027",
     # setup*, init_module and the collectives: `_validate_launched` runs first.
     "FAB009",
     "FAB001",
@@ -50,6 +52,8 @@ LIGHTNING_ORDER: tuple[str, ...] = (
     "FAB013",
     "FAB014",
     "FAB003",
+    # save: `_validate_launched` (in the strategy's barrier and setup), then the checkpoint state.
+    "FAB026",
     # backward
     "FAB004",
     "FAB005",

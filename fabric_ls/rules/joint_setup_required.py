@@ -93,4 +93,97 @@ fabric.launch(train)
 """,
         profile="tpu8",
     ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model = fabric.setup(model)
+optimizer = fabric.setup_optimizers(optimizer)
+""",
+        9,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model, optimizer = fabric.setup(model, optimizer)
+""",
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model = fabric.setup_module(model)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+optimizer = fabric.setup_optimizers(optimizer)
+""",
+        9,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+model, optimizer = fabric.setup(model, optimizer)
+""",
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model = fabric.setup_module(model)
+if fabric.world_size > 1:
+    optimizer = fabric.setup_optimizers(optimizer)
+""",
+        10,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+if fabric.world_size > 1:
+    model, optimizer = fabric.setup(model, optimizer)
+else:
+    model = fabric.setup_module(model)
+""",
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model = fabric.setup_module(model)
+step, optimizer = 0, fabric.setup_optimizers(optimizer)
+""",
+        9,
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+step = 0
+model, optimizer = fabric.setup(model, optimizer)
+""",
+    ),
 ]

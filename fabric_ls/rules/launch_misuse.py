@@ -12,7 +12,8 @@ from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import BoundMethod, Const, FunctionRef
-from fabric_ls.fixes import pass_callable_fix
+from fabric_ls.fixes import make_fix, repaired_between
+from fabric_ls.model import Fix, TextEdit
 from fabric_ls.rules.common import Case, lightning_sentence
 
 RULE = "FAB017"
@@ -45,6 +46,44 @@ def check(event: CallEvent) -> Optional[Violation]:
             )
             return Violation(event.node, {"problem": problem})
     return None
+
+
+def pass_callable_fix(event: CallEvent) -> Optional[Fix]:
+    """``fabric.launch(train(fabric))`` → ``fabric.launch(train)``: launch calls it with the Fabric.
+
+    The Fabric passed first is the one ``launch`` passes; further arguments follow the function,
+    as ``launch(function, *args, **kwargs)`` forwards them. A call without the Fabric is rewritten
+    only when the function is defined in the script and takes a positional parameter (else the
+    fixed call would fail the "at least one argument" check instead).
+    """
+    node = event.node
+    if len(node.args) != 1 or node.keywords:
+        return None
+    if repaired_between(event.parsed, node.lineno - 1, node.end_lineno - 1):  # type: ignore[operator]
+        return None
+    argument = node.args[0]
+    if not isinstance(argument, ast.Call) or not isinstance(argument.func, ast.Name):
+        return None
+    if any(isinstance(a, ast.Starred) for a in argument.args) or any(
+        k.arg is None for k in argument.keywords
+    ):
+        return None
+    parsed = event.parsed
+    rest = argument.args
+    if rest and isinstance(rest[0], ast.Name) and rest[0].id == event.fabric_text:
+        rest = rest[1:]
+    elif rest or argument.keywords or not _defined_with_parameter(parsed.tree, argument.func.id):
+        return None
+    pieces = [argument.func.id, *(parsed.segment(a) for a in rest)]
+    pieces.extend(parsed.segment(k) for k in argument.keywords)
+    return make_fix(RULE, [TextEdit(parsed.span(argument), ", ".join(pieces))])
+
+
+def _defined_with_parameter(tree: ast.Module, name: str) -> bool:
+    definitions = [
+        s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name
+    ]
+    return len(definitions) == 1 and not _takes_no_arguments(definitions[0])
 
 
 def _takes_no_arguments(node: ast.AST, skip: int = 0) -> bool:
@@ -80,5 +119,28 @@ fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
 fabric.launch(main)
 """,
         9,
+    ),
+    Case(
+        """from lightning.fabric import Fabric
+
+
+def main(fabric, steps):
+    fabric.print(f"{steps} steps on {fabric.device}")
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+fabric.launch(main(fabric, 3))
+""",
+        9,
+        """from lightning.fabric import Fabric
+
+
+def main(fabric, steps):
+    fabric.print(f"{steps} steps on {fabric.device}")
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+fabric.launch(main, 3)
+""",
     ),
 ]

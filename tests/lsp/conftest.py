@@ -14,7 +14,7 @@ import pathlib
 import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Optional, TypeVar, Union
 
 import pytest
 import pytest_lsp
@@ -54,9 +54,25 @@ def _count_refresh(client: LanguageClient, params: None) -> None:
     client.refreshes += 1  # type: ignore[attr-defined]
 
 
+def _converter() -> Any:
+    """pygls' converter, reading a code action that runs a command as a CodeAction, as editors do.
+
+    Its own hook tries ``Command`` first, which any ``{"title", "command": {...}}`` object fits;
+    the protocol says an item is a ``Command`` when its ``command`` is a string.
+    """
+    converter = default_converter()
+
+    def command_or_code_action(item: Any, _: Any) -> Any:
+        kind = types.Command if isinstance(item.get("command"), str) else types.CodeAction
+        return converter.structure(item, kind)
+
+    converter.register_structure_hook(Union[types.Command, types.CodeAction], command_or_code_action)
+    return converter
+
+
 def make_client() -> LanguageClient:
     """pytest-lsp's client, also keeping every published diagnostics message (with its version)."""
-    client = LanguageClient(converter_factory=default_converter)
+    client = LanguageClient(converter_factory=_converter)
     features = dict(DEFAULT_CLIENT_FEATURES)
     features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = _record_publish
     features[types.WORKSPACE_APPLY_EDIT] = _apply_edit

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import pathlib
+import shutil
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
-from conftest import Session, copy_scripts, edits_of
+from conftest import EXAMPLES, Session, copy_scripts, edits_of
 from lsprotocol import types
+
+from fabric_ls.records import get_record
 
 JOINT_SETUP = "model, optimizer = fabric.setup(model, optimizer)"
 
@@ -154,3 +159,88 @@ async def test_diagnostics_of_other_tools_get_no_actions(session: Session, tmp_p
     )
 
     assert await session.code_actions(uri, [foreign], only=[types.CodeActionKind.QuickFix]) == []
+
+
+async def _open_fab007(session: Session, tmp_path: pathlib.Path) -> tuple[str, types.Diagnostic]:
+    shutil.copy(EXAMPLES / "set_up_twice.py", tmp_path / "set_up_twice.py")
+    uri = session.open(tmp_path / "set_up_twice.py")
+    [diagnostic] = await session.diagnostics(uri)
+    assert diagnostic.code == "FAB007"
+    return uri, diagnostic
+
+
+async def test_the_quick_fix_title_is_the_records(session: Session, tmp_path: pathlib.Path) -> None:
+    uri, diagnostic = await _open_fab001(session, tmp_path)
+
+    actions = await session.code_actions(uri, [diagnostic])
+
+    assert actions[0].title == get_record("FAB001").fix.title  # type: ignore[union-attr]
+    assert not any(action.title.startswith("Show example fix") for action in actions)
+
+
+async def test_a_finding_without_a_fix_offers_the_example_fix_page(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    uri, diagnostic = await _open_fab007(session, tmp_path)
+
+    actions = await session.code_actions(uri, [diagnostic])
+
+    titles = [action.title for action in actions]
+    assert titles == ["Show example fix for FAB007", "Ignore FAB007 on this line"]
+    show = actions[0]
+    assert show.edit is None and show.command is not None
+    assert diagnostic.code_description is not None
+    shown = await session.execute(show.command.command, *(show.command.arguments or []))
+    # The page the diagnostic links to, which holds the record's example fix.
+    assert shown == diagnostic.code_description.href
+    [document] = session.client.shown_documents
+    assert document.uri == shown and document.take_focus is True
+    page = pathlib.Path(url2pathname(urlparse(shown).path)).read_text(encoding="utf-8")
+    assert get_record("FAB007").example_after.strip().splitlines()[-1] in page
+
+
+async def test_without_a_page_the_example_fix_is_shown_as_a_message(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    await _open_fab007(session, tmp_path)
+
+    shown = await session.execute("fabric-ls.showExampleFix", "FAB007", "")
+
+    assert shown.endswith(get_record("FAB007").example_fix)
+    assert any(message.message == shown for message in session.client.messages)
+
+
+async def test_a_declined_fix_says_so_in_the_example_fix_title(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    # launch() inside a `with` block: moving what follows into a function is not a faithful rewrite.
+    script = tmp_path / "spawn.py"
+    script.write_text(
+        "import torch\nfrom lightning.fabric import Fabric\n\n"
+        'fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")\n'
+        "with torch.no_grad():\n    fabric.launch()\n    model = fabric.setup(torch.nn.Linear(4, 2))\n",
+        encoding="utf-8",
+    )
+    uri = session.open(script)
+    [diagnostic] = await session.diagnostics(uri)
+
+    titles = [action.title for action in await session.code_actions(uri, [diagnostic])]
+
+    assert titles == [
+        "Show example fix for FAB006 (no fix here: it could change what this code does)",
+        "Ignore FAB006 on this line",
+    ]
+
+
+async def test_the_quick_fix_on_a_line_with_non_ascii_names(session: Session, tmp_path: pathlib.Path) -> None:
+    # `größe, 𝛉 = 1, fabric.setup_optimizers(optimizer)`: columns differ in UTF-8, UTF-16 and code points.
+    copy_scripts(tmp_path, "unicode_before_call.py")
+    uri = session.open(tmp_path / "unicode_before_call.py")
+    [diagnostic] = await session.diagnostics(uri)
+
+    title = get_record("FAB001").fix.title  # type: ignore[union-attr]
+    [fix] = [action for action in await session.code_actions(uri, [diagnostic]) if action.title == title]
+    session.apply(uri, edits_of(fix, uri))
+
+    assert session.texts[uri].endswith("größe = 1\nmodel, 𝛉 = fabric.setup(model, optimizer)\n")
+    assert await session.diagnostics(uri) == []

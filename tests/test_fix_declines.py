@@ -1,0 +1,91 @@
+"""Where a rewrite could change what the script does, the fix builders offer nothing: the
+finding stays, without a fix (fabric_ls/fixes.py: a missing fix is better than a wrong one)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fabric_ls.cli_output import DECLINED_REASON
+from fabric_ls.engine import analyze_source
+from fabric_ls.records import get_record
+
+SPAWN = 'fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")\n'
+HEADER = "import torch\nfrom lightning.fabric import Fabric\n\n"
+
+DECLINED = {
+    # FAB006: the code after launch() binds `model`, which a function defined earlier reads.
+    "FAB006-binds-a-name-read-elsewhere": (
+        "FAB006",
+        HEADER + "def report():\n    print(model)\n\n\n" + SPAWN + "fabric.launch()\n"
+        "model = fabric.setup(torch.nn.Linear(4, 2))\nreport()\n",
+    ),
+    # FAB006: a second launch() after the first would run inside the launched function.
+    "FAB006-launched-twice": (
+        "FAB006",
+        HEADER + SPAWN + "fabric.launch()\nfabric.launch()\nmodel = fabric.setup(torch.nn.Linear(4, 2))\n",
+    ),
+    # FAB006: launch() inside a `with` block: the code after it is not at a top level.
+    "FAB006-not-at-top-level": (
+        "FAB006",
+        HEADER + SPAWN + "with torch.no_grad():\n    fabric.launch()\n"
+        "    model = fabric.setup(torch.nn.Linear(4, 2))\n",
+    ),
+    # FAB006: under spawn a function defined inside a function cannot be pickled for the workers.
+    "FAB006-spawn-inside-a-function": (
+        "FAB006",
+        HEADER + "def main():\n    " + SPAWN + "    fabric.launch()\n"
+        "    model = fabric.setup(torch.nn.Linear(4, 2))\n\n\nmain()\n",
+    ),
+    # FAB006: under spawn the workers never run the main guard, where `width` is bound.
+    "FAB006-spawn-reads-a-main-only-name": (
+        "FAB006",
+        HEADER + 'if __name__ == "__main__":\n    width = 4\n    ' + SPAWN + "    fabric.launch()\n"
+        "    model = fabric.setup(torch.nn.Linear(width, 2))\n",
+    ),
+    # FAB005: the loss flows through both models and no optimizer step says whose it is.
+    "FAB005-loss-of-two-models": (
+        "FAB005",
+        HEADER + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\nfabric.launch()\n'
+        "g, g_opt = fabric.setup(torch.nn.Linear(4, 4), torch.optim.Adam([torch.zeros(1)]))\n"
+        "c, c_opt = fabric.setup(torch.nn.Linear(4, 1), torch.optim.Adam([torch.ones(1)]))\n"
+        "fabric.backward(c(g(torch.randn(2, 4))).sum())\n",
+    ),
+    # FAB005: one name was given two set-up models: which one the loss belongs to is not in view.
+    "FAB005-a-name-set-up-twice": (
+        "FAB005",
+        HEADER + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\nfabric.launch()\n'
+        "m, opt = fabric.setup(torch.nn.Linear(4, 4), torch.optim.Adam([torch.zeros(1)]))\n"
+        "m = fabric.setup_module(torch.nn.Linear(4, 1))\n"
+        "fabric.backward(m(torch.randn(2, 4)).sum())\n",
+    ),
+    # FAB017: `main` takes no parameter, so `launch(main)` would fail Lightning's other check.
+    "FAB017-function-without-parameter": (
+        "FAB017",
+        "from lightning.fabric import Fabric\n\n\ndef main():\n    pass\n\n\n"
+        'fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")\nfabric.launch(main())\n',
+    ),
+}
+
+
+@pytest.mark.parametrize("rule,source", DECLINED.values(), ids=list(DECLINED))
+def test_the_finding_stays_without_a_fix(tmp_path, rule, source):
+    findings = analyze_source(source, str(tmp_path / "train.py")).findings
+    assert [f.code for f in findings] == [rule]
+    assert findings[0].fix is None
+
+
+def test_the_cli_says_why_there_is_no_fix(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(DECLINED["FAB006-not-at-top-level"][1], encoding="utf-8")
+    shown = subprocess.run(
+        [sys.executable, "-m", "fabric_ls", "check", "--no-color", "--show-fixes", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.splitlines()
+    assert shown[0].startswith("train.py:6:5: error FAB006 ")
+    assert shown[1] == f"  no fix here: {DECLINED_REASON}; example fix: {get_record('FAB006').docs_url}"
