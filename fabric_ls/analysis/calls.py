@@ -72,9 +72,11 @@ class CallsMixin:
 
     def _call_expression(self, node: ast.Call, frame: Frame) -> Value:
         saved, self.call_node = self.call_node, node
+        self.call_stack.append((frame.module.parsed, node))
         try:
             return self._call_dispatch(node, frame)
         finally:
+            self.call_stack.pop()
             self.call_node = saved
 
     def _call_dispatch(self, node: ast.Call, frame: Frame) -> Value:

@@ -112,6 +112,9 @@ class Obj(Value):
     params: tuple["Params", ...] = ()
     is_dataloader: bool = False
     is_optimizer_class: bool = False
+    # The library class or function that built it, where the call resolved to one
+    # (``torch.optim.lr_scheduler.StepLR``): rules tell schedulers from optimizers by it.
+    library_class: str = ""
     attrs: dict[str, Value] = field(default_factory=dict)
     cls: Optional["ClassRef"] = None
     # Where it was built and where it was set up (StatementPlace), for fixes.
