@@ -109,7 +109,7 @@ def _sites_table(record: Record) -> str:
 # The page's words for each outcome (records.OUTCOMES): most rules predict a raise of Lightning's.
 _OUTCOME_SUMMARY = {
     "raise": "Lightning raises `{error_class}`",
-    "hang": "the job hangs (Lightning raises nothing; at best `{error_class}`)",
+    "hang": "The job hangs (Lightning raises nothing)",
     "silent": "Lightning raises nothing (a silent mistake)",
     "raised-outside": "`{error_class}` raised outside Lightning",
 }
