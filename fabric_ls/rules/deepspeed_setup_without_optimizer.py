@@ -1,0 +1,108 @@
+"""FAB034: a model set up without an optimizer under DeepSpeed ZeRO stage 1 or 2 (a frozen VAE or
+text encoder): DeepSpeed asserts that the ZeRO optimizer needs one."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.fixes import _fix
+from fabric_ls.model import Fix, TextEdit
+from fabric_ls.rules.common import Case
+
+RULE = "FAB034"
+METHODS = ("setup", "setup_module")
+
+
+def _config_brings_an_optimizer(event: CallEvent) -> bool:
+    """A DeepSpeed config with an ``optimizer`` section (DeepSpeed builds that one), or one we cannot read."""
+    config = event.strategy.option("config")
+    if config is None:
+        return False
+    return not isinstance(config, dict) or "optimizer" in config
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    strategy = event.strategy
+    if not strategy.is_a("DeepSpeedStrategy") or strategy.zero_stage not in (1, 2):
+        return None
+    if event.method == "setup" and len(event.args) != 1:
+        return None  # optimizers given (or ``*objects``): a training engine
+    if len(event.node.args) != 1 or any(k.arg is None for k in event.node.keywords):
+        return None
+    if _config_brings_an_optimizer(event):
+        return None
+    model = event.parsed.segment(event.node.args[0])
+    return Violation(event.node, {"model": model, "stage": strategy.zero_stage}, _to_device_fix(event))
+
+
+def _to_device_fix(event: CallEvent) -> Optional[Fix]:
+    """``vae = fabric.setup(vae)`` → ``vae = fabric.to_device(vae)``: no engine, the module on the device.
+
+    Unsafe: the module is no longer converted to the strategy's precision, and Fabric no longer
+    counts it as set up.
+    """
+    func = event.node.func
+    if event.node.keywords or not isinstance(func, ast.Attribute):
+        return None
+    receiver = event.parsed.segment(func.value)
+    return _fix(RULE, [TextEdit(event.parsed.span(func), f"{receiver}.to_device")])
+
+
+_HEAD = """import torch
+from lightning.fabric import Fabric
+
+"""
+_TRAINED = """model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model, optimizer = fabric.setup(model, optimizer)
+vae = torch.nn.Linear(4, 4).requires_grad_(False)
+"""
+
+VALID = [
+    _HEAD
+    + """fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
+fabric.launch()
+"""
+    + _TRAINED
+    + """vae = fabric.setup(vae)
+""",
+    _HEAD
+    + """fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+"""
+    + _TRAINED
+    + """vae = fabric.to_device(vae)
+""",
+]
+INVALID = [
+    Case(
+        _HEAD
+        + """fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+"""
+        + _TRAINED
+        + """vae = fabric.setup(vae)
+""",
+        10,
+        _HEAD
+        + """fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+"""
+        + _TRAINED
+        + """vae = fabric.to_device(vae)
+""",
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+from lightning.fabric.strategies import DeepSpeedStrategy
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy=DeepSpeedStrategy(stage=1))
+fabric.launch()
+text_encoder = fabric.setup_module(torch.nn.Embedding(10, 4))
+""",
+        7,
+    ),
+]
