@@ -13,6 +13,7 @@ from fabric_ls.rules.common import Case
 
 RULE = "FAB034"
 METHODS = ("setup", "setup_module")
+JUDGES_MISSING_ARGUMENTS = True  # `fabric.setup(model, ` may be getting its optimizer
 
 
 def _config_brings_an_optimizer(event: CallEvent) -> bool:
@@ -23,6 +24,26 @@ def _config_brings_an_optimizer(event: CallEvent) -> bool:
     return not isinstance(config, dict) or "optimizer" in config
 
 
+def _meant_to_be_trained(event: CallEvent) -> bool:
+    """The script builds an optimizer over the model (``model.parameters()`` anywhere in the files on
+    the way here) or sets optimizers up on their own: not a frozen helper. FAB001 reports a split
+    setup, and its fix (``fabric.setup(model, optimizer)``) removes this error too."""
+    names = {arg.id for arg in event.node.args if isinstance(arg, ast.Name)}
+    statement = event.place.statement if event.place is not None else None
+    if isinstance(statement, ast.Assign) and statement.value is event.node:
+        names |= {t.id for target in statement.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+    files = {id(event.parsed): event.parsed, **{id(parsed): parsed for parsed, _ in event.callers}}
+    for parsed in files.values():
+        for node in ast.walk(parsed.tree):
+            if not isinstance(node, ast.Attribute):
+                continue
+            if node.attr == "setup_optimizers":
+                return True
+            if node.attr in ("parameters", "named_parameters") and getattr(node.value, "id", None) in names:
+                return True
+    return False
+
+
 def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
     if not strategy.is_a("DeepSpeedStrategy") or strategy.zero_stage not in (1, 2):
@@ -31,7 +52,7 @@ def check(event: CallEvent) -> Optional[Violation]:
         return None  # optimizers given (or ``*objects``): a training engine
     if len(event.node.args) != 1 or any(k.arg is None for k in event.node.keywords):
         return None
-    if _config_brings_an_optimizer(event):
+    if _config_brings_an_optimizer(event) or _meant_to_be_trained(event):
         return None
     model = event.parsed.segment(event.node.args[0])
     return Violation(event.node, {"model": model, "stage": strategy.zero_stage}, _to_device_fix(event))
