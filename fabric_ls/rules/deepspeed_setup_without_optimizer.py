@@ -82,12 +82,14 @@ vae = torch.nn.Linear(4, 4).requires_grad_(False)
 """
 
 VALID = [
+    # ZeRO-3 builds an engine without an optimizer (DeepSpeedZeRoOffload).
     _HEAD
     + """fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
 fabric.launch()
-"""
-    + _TRAINED
-    + """vae = fabric.setup(vae)
+vae = fabric.setup(torch.nn.Linear(4, 4).requires_grad_(False))
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model, optimizer = fabric.setup(model, optimizer)
 """,
     _HEAD
     + """fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
