@@ -157,6 +157,14 @@ class SetupDataLoader(Value):
 
 
 @dataclass(eq=False)
+class LoaderBatch(Value):
+    """An item of a DataLoader that was not set up (``for x, y in loader``), or a part of it: its
+    tensors stay where the loader made them (the CPU) until moved (FAB037)."""
+
+    loader: "Obj"
+
+
+@dataclass(eq=False)
 class ModelOutput(Value):
     """A tensor computed through a set-up model: ``loss.backward()`` on it hooks Fabric."""
 
