@@ -7,6 +7,7 @@ import ast
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.values import Obj
 from fabric_ls.fixes import _fix
 from fabric_ls.model import Fix, TextEdit
 from fabric_ls.rules.common import Case
@@ -52,6 +53,8 @@ def check(event: CallEvent) -> Optional[Violation]:
         return None  # optimizers given (or ``*objects``): a training engine
     if len(event.node.args) != 1 or any(k.arg is None for k in event.node.keywords):
         return None
+    if not isinstance(event.args[0], Obj):
+        return None  # not a module built in the script (what came back from `to_device`, a parameter)
     if _config_brings_an_optimizer(event) or _meant_to_be_trained(event):
         return None
     model = event.parsed.segment(event.node.args[0])
