@@ -45,6 +45,21 @@ def _meant_to_be_trained(event: CallEvent) -> bool:
     return False
 
 
+def _another_model_is_trained(event: CallEvent) -> bool:
+    """A ``setup(model, optimizer, ...)`` elsewhere in the files on the way here: this one is a helper
+    next to the trained model (a frozen VAE, a teacher), not a script still being written."""
+    files = {id(event.parsed): event.parsed, **{id(parsed): parsed for parsed, _ in event.callers}}
+    return any(
+        isinstance(node, ast.Call)
+        and node is not event.node
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "setup"
+        and len(node.args) >= 2
+        for parsed in files.values()
+        for node in ast.walk(parsed.tree)
+    )
+
+
 def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
     if not strategy.is_a("DeepSpeedStrategy") or strategy.zero_stage not in (1, 2):
@@ -56,6 +71,8 @@ def check(event: CallEvent) -> Optional[Violation]:
     if not isinstance(event.args[0], Obj):
         return None  # not a module built in the script (what came back from `to_device`, a parameter)
     if _config_brings_an_optimizer(event) or _meant_to_be_trained(event):
+        return None
+    if not _another_model_is_trained(event):
         return None
     model = event.parsed.segment(event.node.args[0])
     return Violation(event.node, {"model": model, "stage": strategy.zero_stage}, _to_device_fix(event))
@@ -128,6 +145,8 @@ from lightning.fabric.strategies import DeepSpeedStrategy
 fabric = Fabric(accelerator="cuda", devices=2, strategy=DeepSpeedStrategy(stage=1))
 fabric.launch()
 text_encoder = fabric.setup_module(torch.nn.Embedding(10, 4))
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
 """,
         7,
     ),
