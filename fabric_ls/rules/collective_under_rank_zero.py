@@ -35,7 +35,7 @@ def _where(event: CallEvent) -> Optional[tuple[RankZeroOnly, ast.Call]]:
     for parsed, node in places:
         found = rank_zero_only(parsed, node)
         if found is not None:
-            if found.branch is not None and other_side_calls(found.branch, _COLLECTIVES):
+            if other_side_calls(found, _COLLECTIVES):
                 return None  # both sides call a collective: the ranks stay in step
             return found, node
     return None
@@ -189,6 +189,16 @@ def save_checkpoint(fabric, state):
 
 if fabric.is_global_zero:
     save_checkpoint(fabric, {"model": model})
+""",
+        12,
+        profile="cpu",
+    ),
+    Case(
+        _HEAD
+        + """if fabric.global_rank != 0:
+    print("the other ranks wait")
+else:
+    fabric.barrier()
 """,
         12,
         profile="cpu",

@@ -37,8 +37,11 @@ class RankZeroOnly:
     parsed: ParsedSource
     reason: ast.AST  # the rank test, or the ``rank_zero_only`` decorator
     kind: str  # "branch" (an ``if``/conditional expression), "early-exit", "decorator"
-    # The ``if`` whose body holds the node under the rank test (kind "branch").
+    # The ``if`` whose body holds the node under the rank test (kind "branch", not its ``else``).
     branch: Optional[ast.If] = None
+    # The statements the other ranks run instead (the other side of that ``if``).
+    other_side: tuple[ast.stmt, ...] = ()
+    in_else: bool = False  # on the ``else`` side of a test that holds on the other ranks
 
     def describe(self) -> str:
         """Where the node sits, as a person reads it: ``under `if rank == 0` ``."""
@@ -47,6 +50,8 @@ class RankZeroOnly:
             return f"in a `@{text}` function"
         if self.kind == "early-exit":
             return f"the other ranks leave earlier, at `if {text}`"
+        if self.in_else:
+            return f"in the `else` of `{text}`"
         return f"under `{text}`"
 
 
@@ -176,12 +181,15 @@ def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly
     while parent is not None:
         if isinstance(parent, ast.If) and child is not parent.test:
             test = rank_test(parent.test, parsed)
-            if test == (ZERO if child in parent.body else NONZERO):
-                return RankZeroOnly(parsed, parent.test, "branch", parent)
+            in_body = child in parent.body
+            if test == (ZERO if in_body else NONZERO):
+                other = parent.orelse if in_body else parent.body
+                branch = parent if in_body else None
+                return RankZeroOnly(parsed, parent.test, "branch", branch, tuple(other), not in_body)
         if isinstance(parent, ast.IfExp) and child is not parent.test:
             test = rank_test(parent.test, parsed)
             if test == (ZERO if child is parent.body else NONZERO):
-                return RankZeroOnly(parsed, parent.test, "branch")
+                return RankZeroOnly(parsed, parent.test, "branch", in_else=child is not parent.body)
         for field in ("body", "orelse", "finalbody"):
             block = getattr(parent, field, None)
             if isinstance(block, list) and child in block:
@@ -199,10 +207,10 @@ def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly
     return None
 
 
-def other_side_calls(branch: ast.If, names: frozenset[str]) -> bool:
-    """The other side of the branch calls one of ``names`` too (the ranks stay in step)."""
+def other_side_calls(found: RankZeroOnly, names: frozenset[str]) -> bool:
+    """The other ranks' side of the branch calls one of ``names`` too (the ranks stay in step)."""
     return any(
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
-        for statement in branch.orelse
+        for statement in found.other_side
         for node in ast.walk(statement)
     )
