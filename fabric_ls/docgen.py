@@ -106,6 +106,37 @@ def _sites_table(record: Record) -> str:
     return "\n".join(rows)
 
 
+# The page's words for each outcome (records.OUTCOMES): most rules predict a raise of Lightning's.
+_OUTCOME_SUMMARY = {
+    "raise": "Lightning raises `{error_class}`",
+    "hang": "The job hangs (Lightning raises nothing)",
+    "silent": "Lightning raises nothing (a silent mistake)",
+    "raised-outside": "`{error_class}` raised outside Lightning",
+}
+_OUTCOME_FLAGS = {
+    "raise": "Flags code that makes Lightning Fabric raise `{error_class}` at run time.",
+    "hang": "Flags code that makes a multi-process Lightning Fabric job hang at run time.",
+    "silent": "Flags code that Lightning Fabric runs without an error, but not as the author meant.",
+    "raised-outside": "Flags code that fails with `{error_class}` at run time, raised by a library that"
+    " Lightning Fabric calls.",
+}
+
+
+def _what_lightning_does(record: Record) -> list[str]:
+    if record.lightning_raises:
+        return [
+            f"Lightning {LIGHTNING_VERSION} stops the script with (placeholders as in its f-string):",
+            "",
+            _fenced(f"{record.error_class}: {record.error_message}", "text"),
+        ]
+    return [
+        f"Lightning {LIGHTNING_VERSION} raises nothing of its own; this line of `{record.main_site.location}`"
+        " is where it happens:",
+        "",
+        _fenced(record.error_message),
+    ]
+
+
 def render_rule_page(record: Record) -> str:
     """The markdown docs page of one rule."""
     parts: list[Optional[str]] = [
@@ -115,16 +146,17 @@ def render_rule_page(record: Record) -> str:
         "",
         f"**{record.title}**",
         "",
-        f"Lightning raises `{record.error_class}` · strategies: {_strategies(record)}"
+        _OUTCOME_SUMMARY[record.outcome].format(error_class=record.error_class)
+        + f" · strategies: {_strategies(record)}"
         + f" · static analysis: {record.static}"
         + (f" · fix: {record.fix.safety}" if record.fix else " · no automatic fix"),
         "",
         "## What it does",
         "",
         (
-            f"Flags code that makes Lightning Fabric raise `{record.error_class}` at run time. It fires when:"
+            _OUTCOME_FLAGS[record.outcome].format(error_class=record.error_class) + " It fires when:"
             if record.static != "none"
-            else f"**Not checked yet**: fabric-ls reports nothing for this error (see below why); this page"
+            else "**Not checked yet**: fabric-ls reports nothing for this error (see below why); this page"
             f" documents it. Lightning Fabric raises `{record.error_class}` at run time when:"
         )
         + f" {record.trigger_scenarios}",
@@ -138,9 +170,7 @@ def render_rule_page(record: Record) -> str:
         "",
         record.documentation,
         "",
-        f"Lightning {LIGHTNING_VERSION} stops the script with (placeholders as in its f-string):",
-        "",
-        _fenced(f"{record.error_class}: {record.error_message}", "text"),
+        *_what_lightning_does(record),
         "",
         f"Common situations: {record.common_situations}",
         "",
@@ -172,8 +202,12 @@ def render_rule_page(record: Record) -> str:
         "",
         "## Lightning source",
         "",
-        f"- Raised at [`{record.main_site.location}`]({record.source_url}) as `{record.error_class}`"
-        f" (lightning {LIGHTNING_VERSION}).",
+        (
+            f"- Raised at [`{record.main_site.location}`]({record.source_url}) as `{record.error_class}`"
+            if record.lightning_raises
+            else f"- Happens at [`{record.main_site.location}`]({record.source_url})"
+        )
+        + f" (lightning {LIGHTNING_VERSION}).",
         f"- Versions: {record.versions}",
         f"- Message pattern: {_code(record.message_pattern)}",
     ]

@@ -30,6 +30,13 @@ LIGHTNING_SOURCE_URL = f"https://github.com/Lightning-AI/pytorch-lightning/blob/
 STRATEGY_PLACEHOLDER = "strategy"
 FIX_SAFETIES = ("safe", "unsafe")
 STATIC_LEVELS = ("full", "partial", "none")
+# What happens at run time. "raise": Lightning raises at the site (the seed schema's meaning). The
+# other outcomes have no raise of Lightning's to point at: the site is the line of Lightning's
+# source where it happens, ``errorMessage`` a verbatim fragment of that line (the records test
+# checks it) and ``errorClass`` what the user sees. "hang": a collective the other ranks never
+# join; "silent": Lightning does the wrong thing without an error; "raised-outside": torch or
+# DeepSpeed raises, called from the site.
+OUTCOMES = ("raise", "hang", "silent", "raised-outside")
 SEVERITIES = ("error", "warning")
 
 _RULE_ID = re.compile(r"FAB\d{3}")
@@ -133,6 +140,12 @@ class Record:
     references: Tuple[Reference, ...]
     seed: Optional[str]
     schema_version: int
+    outcome: str = "raise"
+
+    @property
+    def lightning_raises(self) -> bool:
+        """Lightning itself raises at the main site (see ``OUTCOMES``)."""
+        return self.outcome == "raise"
 
     @property
     def docs_url(self) -> str:
@@ -357,6 +370,7 @@ def validate_record(data: Mapping[str, Any], source: str = "<record>") -> Record
         references=references,
         seed=fields.optional_text("seed"),
         schema_version=schema_version,
+        outcome=fields.choice("outcome", OUTCOMES) if "outcome" in data else "raise",
     )
 
 

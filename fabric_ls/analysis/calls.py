@@ -45,6 +45,7 @@ from fabric_ls.analysis.values import (
     External,
     FabricObj,
     FunctionRef,
+    LoaderBatch,
     Mapping,
     ModelOutput,
     Obj,
@@ -57,6 +58,8 @@ from fabric_ls.analysis.values import (
 
 # A Fabric-free helper that may return more plain objects than this is summed up as "another value".
 MAX_SUMMARY_OBJECTS = 3
+# Tensor methods that move a tensor to another device (a loader's batch is then no longer on the CPU).
+_MOVES = frozenset({"to", "cuda", "xpu", "mps", "to_device"})
 
 
 class CallsMixin:
@@ -75,9 +78,11 @@ class CallsMixin:
 
     def _call_expression(self, node: ast.Call, frame: Frame) -> Value:
         saved, self.call_node = self.call_node, node
+        self.call_stack.append((frame.module.parsed, node))
         try:
             return self._call_dispatch(node, frame)
         finally:
+            self.call_stack.pop()
             self.call_node = saved
 
     def _call_dispatch(self, node: ast.Call, frame: Frame) -> Value:
@@ -112,6 +117,15 @@ class CallsMixin:
                     pass
             callee = self._concrete(callee)
         return self._call_value(callee, node, frame)
+
+    def _model_inputs(self, model: SetupModule, node: ast.Call, frame: Frame) -> None:
+        """Evaluate a set-up model's call arguments; batches of a loader never set up reach it as a
+        ``forward`` event, for the rules that ask for one (FAB037)."""
+        args, keywords, _ = self._eval_args(node, frame)
+        if "forward" not in getattr(self.check, "methods", ()):
+            return
+        if any(isinstance(value, LoaderBatch) for value in [*args, *keywords.values()]):
+            self._emit(model.fabric, "forward", node, frame, args, keywords)
 
     def _wrappers(self, value: Value) -> bool:
         """One of several wrappers Fabric made (set-up models, their outputs): each is used the same way."""
@@ -184,10 +198,15 @@ class CallsMixin:
             if attr == "to_empty" or (isinstance(assign, Const) and assign.value is True):
                 self.trail.set_attr(receiver, "meta", False)  # real tensors replace the meta ones
             return UNKNOWN
-        if isinstance(receiver, SetupModule):
+        if isinstance(receiver, LoaderBatch):
             self._eval_args(node, frame)
+            # ``.to(device)``/``.cuda()`` move it; ``.float()``, ``.view(...)`` keep the device.
+            return UNKNOWN if attr in _MOVES else receiver
+        if isinstance(receiver, SetupModule):
             if attr in ("forward", "__call__"):
+                self._model_inputs(receiver, node, frame)
                 return ModelOutput(receiver.fabric)
+            self._eval_args(node, frame)
             return ModelOutput(receiver.fabric) if attr in _TENSOR_RETURNING else Unknown()
         if isinstance(receiver, Seq) and attr in ("append", "extend", "insert"):
             args, _, _ = self._eval_args(node, frame)
@@ -225,7 +244,7 @@ class CallsMixin:
         if isinstance(callee, ClassRef):
             return self._instantiate(callee, node, frame)
         if isinstance(callee, SetupModule):
-            self._eval_args(node, frame)
+            self._model_inputs(callee, node, frame)
             if any(ctx.kind == "no_grad" for ctx in self.contexts):
                 return Unknown(text="output computed without gradients")  # no backward hook
             return ModelOutput(callee.fabric)

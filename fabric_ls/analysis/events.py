@@ -73,6 +73,9 @@ class CallEvent:
     fabric_text: str = "fabric"
     # The innermost call in the analysed script on the way here (for calls in other files).
     via: Optional[ast.AST] = None
+    # Every call being evaluated on the way here, outermost first, this call last: the helper
+    # calls a rule may look around (FAB033: a helper called under ``if fabric.global_rank == 0``).
+    callers: tuple[tuple[ParsedSource, ast.Call], ...] = ()
 
     @property
     def strategy(self) -> ResolvedStrategy:

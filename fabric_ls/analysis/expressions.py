@@ -30,6 +30,7 @@ from fabric_ls.analysis.values import (
     External,
     FabricObj,
     FunctionRef,
+    LoaderBatch,
     Mapping,
     Merged,
     ModelOutput,
@@ -84,6 +85,8 @@ class ExpressionsMixin:
         return self._attribute(owner, node.attr, node, frame)
 
     def _attribute(self, owner: Value, attr: str, node: ast.AST, frame: Frame) -> Value:
+        if isinstance(owner, LoaderBatch):
+            return owner  # ``batch.image``: still the loader's tensors
         if isinstance(owner, External):
             return External(f"{owner.qualname}.{attr}")
         if isinstance(owner, ModuleRef):
@@ -137,7 +140,7 @@ class ExpressionsMixin:
     def _expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
         owner = self._eval(node.value, frame)
         key = self._concrete(self._eval(node.slice, frame))
-        if isinstance(owner, ModelOutput):
+        if isinstance(owner, (ModelOutput, LoaderBatch)):
             return owner
         if isinstance(owner, Mapping) and isinstance(key, Const):
             try:

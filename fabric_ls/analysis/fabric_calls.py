@@ -251,6 +251,7 @@ class FabricMixin:
             place,
             fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
             via=self.script_call if frame.module is not self.main_env else None,
+            callers=tuple(self.call_stack),
         )
         if self.reporting:
             observed = [Observed(event, guard, verdict) for guard, verdict in self._checked(event)]

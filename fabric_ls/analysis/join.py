@@ -437,6 +437,7 @@ def _alike(first: Any, second: Any, depth: int) -> bool:
             and first.cls is second.cls
             and first.is_dataloader == second.is_dataloader
             and first.is_optimizer_class == second.is_optimizer_class
+            and first.library_class == second.library_class
             and len(first.params) == len(second.params)
             and all(_alike(a, b, depth + 1) for a, b in zip(first.params, second.params))
             and first.attrs.keys() == second.attrs.keys()

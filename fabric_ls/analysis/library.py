@@ -80,6 +80,8 @@ class LibraryMixin:
             obj = Obj(node, frame.module.path, is_dataloader=True)
             return obj
         result = self._generic_result(node, frame, args, keywords)
+        if isinstance(result, Obj):
+            result.library_class = qualname
         if isinstance(result, Obj) and (qualname.startswith("torch.optim.") and tail[:1].isupper()):
             result.is_optimizer_class = True
         return result

@@ -88,6 +88,8 @@ class Run(StatementsMixin, ConditionsMixin, ExpressionsMixin, CallsMixin, Librar
         self.script_call: Optional[ast.Call] = None
         # The innermost call being evaluated, and how many Fabric-free helpers are running.
         self.call_node: Optional[ast.Call] = None
+        # Every call being evaluated, outermost first, with its file (CallEvent.callers).
+        self.call_stack: list[tuple[ParsedSource, ast.Call]] = []
         self.fabric_free_depth = 0
         # Per loop being run: the sides that left its body early (break/continue), to join.
         self.loop_exits: list[list[PendingReturn]] = []

@@ -26,6 +26,7 @@ from fabric_ls.analysis.values import (
     External,
     FabricObj,
     FunctionRef,
+    LoaderBatch,
     Mapping,
     ModelOutput,
     Obj,
@@ -83,6 +84,8 @@ def _items(value: Value) -> list[Value]:
 
 
 def _unpack(value: Value, count: int) -> list[Value]:
+    if isinstance(value, LoaderBatch):
+        return [value] * count  # ``for x, y in loader``: every part comes from the loader
     if isinstance(value, Seq) and len(value.items) == count:
         return list(value.items)
     if isinstance(value, Const) and isinstance(value.value, (tuple, list)) and len(value.value) == count:
@@ -95,6 +98,8 @@ def _first_item(value: Value) -> Value:
         return value.items[0]
     if isinstance(value, SetupDataLoader):
         return UNKNOWN
+    if isinstance(value, Obj) and value.is_dataloader:
+        return LoaderBatch(value)  # a loader never given to setup_dataloaders
     return UNKNOWN
 
 

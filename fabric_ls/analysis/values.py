@@ -112,6 +112,9 @@ class Obj(Value):
     params: tuple["Params", ...] = ()
     is_dataloader: bool = False
     is_optimizer_class: bool = False
+    # The library class or function that built it, where the call resolved to one
+    # (``torch.optim.lr_scheduler.StepLR``): rules tell schedulers from optimizers by it.
+    library_class: str = ""
     attrs: dict[str, Value] = field(default_factory=dict)
     cls: Optional["ClassRef"] = None
     # Where it was built and where it was set up (StatementPlace), for fixes.
@@ -151,6 +154,14 @@ class SetupOptimizer(Value):
 class SetupDataLoader(Value):
     inner: Value
     fabric: "FabricObj"
+
+
+@dataclass(eq=False)
+class LoaderBatch(Value):
+    """An item of a DataLoader that was not set up (``for x, y in loader``), or a part of it: its
+    tensors stay where the loader made them (the CPU) until moved (FAB037)."""
+
+    loader: "Obj"
 
 
 @dataclass(eq=False)

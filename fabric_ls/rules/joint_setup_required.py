@@ -44,11 +44,12 @@ else:
 """,
 ]
 INVALID = [
+    # ZeRO-3: at stage 1/2 DeepSpeed itself rejects the optimizer-less `setup_module` first (FAB034).
     Case(
         """import torch
 from lightning.fabric import Fabric
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
 fabric.launch()
 model = torch.nn.Linear(4, 2)
 model = fabric.setup_module(model)
@@ -58,7 +59,7 @@ optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
         """import torch
 from lightning.fabric import Fabric
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
 fabric.launch()
 model = torch.nn.Linear(4, 2)
 model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))

@@ -1,0 +1,216 @@
+"""Which code only rank zero runs: ``if fabric.global_rank == 0:``, ``if fabric.is_global_zero:``,
+aliases of them, an early ``return`` of the other ranks, and ``@rank_zero_only`` functions.
+
+Read from the source around a call (the analysis does not know ranks); shared by FAB033. A
+helper module: it defines no ``RULE``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Optional
+
+from fabric_ls.analysis.source import ParsedSource
+
+ZERO, NONZERO = "zero", "nonzero"
+RANK_ATTRIBUTES = frozenset({"global_rank", "local_rank"})
+ZERO_FLAGS = frozenset({"is_global_zero"})
+_RANK_CALLS = frozenset({"get_rank"})  # torch.distributed.get_rank()
+_FLIP = {ZERO: NONZERO, NONZERO: ZERO}
+_MIRRORED: dict[type, ast.cmpop] = {
+    ast.Lt: ast.Gt(),
+    ast.Gt: ast.Lt(),
+    ast.LtE: ast.GtE(),
+    ast.GtE: ast.LtE(),
+}
+_EXITS = (ast.Return, ast.Continue, ast.Break)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module, ast.ClassDef)
+
+_parents_by_tree: dict[int, tuple[ast.Module, dict[int, ast.AST]]] = {}
+
+
+@dataclass(frozen=True)
+class RankZeroOnly:
+    """Why a node runs on rank zero only: the test (or decorator) and the statement it heads."""
+
+    parsed: ParsedSource
+    reason: ast.AST  # the rank test, or the ``rank_zero_only`` decorator
+    kind: str  # "branch" (an ``if``/conditional expression), "early-exit", "decorator"
+    # The ``if`` whose body holds the node under the rank test (kind "branch", not its ``else``).
+    branch: Optional[ast.If] = None
+    # The statements the other ranks run instead (the other side of that ``if``).
+    other_side: tuple[ast.stmt, ...] = ()
+    in_else: bool = False  # on the ``else`` side of a test that holds on the other ranks
+
+    def describe(self) -> str:
+        """Where the node sits, as a person reads it: ``under `if rank == 0` ``."""
+        text = self.parsed.segment(self.reason)
+        if self.kind == "decorator":
+            return f"in a `@{text}` function"
+        if self.kind == "early-exit":
+            return f"the other ranks leave earlier, at `if {text}`"
+        if self.in_else:
+            return f"in the `else` of `{text}`"
+        return f"under `{text}`"
+
+
+def _parents(parsed: ParsedSource) -> dict[int, ast.AST]:
+    cached = _parents_by_tree.get(id(parsed.tree))
+    if cached is not None and cached[0] is parsed.tree:
+        return cached[1]
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(parsed.tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    _parents_by_tree[id(parsed.tree)] = (parsed.tree, parents)
+    return parents
+
+
+def _scope_of(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
+    current = parents.get(id(node))
+    while current is not None and not isinstance(current, _SCOPES):
+        current = parents.get(id(current))
+    return current if current is not None else node
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0 and not isinstance(node.value, bool)
+
+
+def _is_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 1 and not isinstance(node.value, bool)
+
+
+def _alias(name: str, at: ast.AST, parsed: ParsedSource, parents: dict[int, ast.AST]) -> Optional[ast.expr]:
+    """The one value ``name`` is bound to in the scope around ``at`` (or the module), if only one."""
+    scope = _scope_of(at, parents)
+    for where in (scope, parsed.tree) if scope is not parsed.tree else (parsed.tree,):
+        values = [
+            node.value
+            for node in ast.walk(where)
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == name
+        ]
+        if len(values) == 1:
+            return values[0]
+        if values:
+            return None
+    return None
+
+
+def _is_rank(node: ast.expr, parsed: ParsedSource, parents: dict[int, ast.AST], depth: int = 0) -> bool:
+    if isinstance(node, ast.Attribute):
+        return node.attr in RANK_ATTRIBUTES
+    if isinstance(node, ast.Call):
+        func = node.func
+        return isinstance(func, ast.Attribute) and func.attr in _RANK_CALLS and not node.args
+    if isinstance(node, ast.Name) and depth < 3:
+        value = _alias(node.id, node, parsed, parents)
+        return value is not None and _is_rank(value, parsed, parents, depth + 1)
+    return False
+
+
+def rank_test(node: ast.expr, parsed: ParsedSource, depth: int = 0) -> Optional[str]:
+    """ZERO when the test holds on rank zero only, NONZERO when on every other rank only."""
+    parents = _parents(parsed)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = rank_test(node.operand, parsed, depth)
+        return _FLIP[inner] if inner else None
+    if isinstance(node, ast.BoolOp):
+        found = [rank_test(value, parsed, depth) for value in node.values]
+        # ``rank == 0 and x``: rank zero only; ``rank != 0 or x``: every other rank.
+        wanted = ZERO if isinstance(node.op, ast.And) else NONZERO
+        return wanted if wanted in found else None
+    if isinstance(node, ast.Attribute) and node.attr in ZERO_FLAGS:
+        return ZERO
+    if isinstance(node, ast.Name) and depth < 3:
+        value = _alias(node.id, node, parsed, parents)
+        return rank_test(value, parsed, depth + 1) if value is not None else None
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        if _is_rank(right, parsed, parents):  # ``0 == rank``: read it the other way round
+            left, right = right, left
+            op = _MIRRORED.get(type(op), op)
+        if not _is_rank(left, parsed, parents):
+            return None
+        if _is_zero(right):
+            if isinstance(op, (ast.Eq, ast.LtE)):
+                return ZERO
+            if isinstance(op, (ast.NotEq, ast.Gt)):
+                return NONZERO
+        if _is_one(right):
+            if isinstance(op, ast.Lt):
+                return ZERO
+            if isinstance(op, ast.GtE):
+                return NONZERO
+    return None
+
+
+def _is_rank_zero_only(decorator: ast.expr) -> bool:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    return name == "rank_zero_only"
+
+
+def _early_exit_before(
+    statement: ast.stmt, block: list[ast.stmt], parsed: ParsedSource
+) -> Optional[ast.expr]:
+    """``if <every other rank>: return`` (or continue/break) earlier in the same block."""
+    for earlier in block:
+        if earlier is statement:
+            return None
+        if (
+            isinstance(earlier, ast.If)
+            and earlier.body
+            and isinstance(earlier.body[-1], _EXITS)
+            and not earlier.orelse
+            and rank_test(earlier.test, parsed) == NONZERO
+        ):
+            return earlier.test
+    return None
+
+
+def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly]:
+    """Why ``node`` runs on rank zero only within its function (None: on every rank, as far as seen)."""
+    parents = _parents(parsed)
+    child: ast.AST = node
+    parent = parents.get(id(child))
+    while parent is not None:
+        if isinstance(parent, ast.If) and child is not parent.test:
+            test = rank_test(parent.test, parsed)
+            in_body = child in parent.body
+            if test == (ZERO if in_body else NONZERO):
+                other = parent.orelse if in_body else parent.body
+                branch = parent if in_body else None
+                return RankZeroOnly(parsed, parent.test, "branch", branch, tuple(other), not in_body)
+        if isinstance(parent, ast.IfExp) and child is not parent.test:
+            test = rank_test(parent.test, parsed)
+            if test == (ZERO if child is parent.body else NONZERO):
+                return RankZeroOnly(parsed, parent.test, "branch", in_else=child is not parent.body)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and child in block:
+                exit_test = _early_exit_before(child, block, parsed)  # type: ignore[arg-type]
+                if exit_test is not None:
+                    return RankZeroOnly(parsed, exit_test, "early-exit")
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in parent.decorator_list:
+                if _is_rank_zero_only(decorator):
+                    return RankZeroOnly(parsed, decorator, "decorator")
+            return None
+        if isinstance(parent, (ast.Lambda, ast.ClassDef, ast.Module)):
+            return None
+        child, parent = parent, parents.get(id(parent))
+    return None
+
+
+def other_side_calls(found: RankZeroOnly, names: frozenset[str]) -> bool:
+    """The other ranks' side of the branch calls one of ``names`` too (the ranks stay in step)."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+        for statement in found.other_side
+        for node in ast.walk(statement)
+    )
