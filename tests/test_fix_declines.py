@@ -48,7 +48,8 @@ DECLINED = {
     # FAB005: the loss flows through both models and no optimizer step says whose it is.
     "FAB005-loss-of-two-models": (
         "FAB005",
-        HEADER + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\nfabric.launch()\n'
+        HEADER
+        + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")\nfabric.launch()\n'
         "g, g_opt = fabric.setup(torch.nn.Linear(4, 4), torch.optim.Adam([torch.zeros(1)]))\n"
         "c, c_opt = fabric.setup(torch.nn.Linear(4, 1), torch.optim.Adam([torch.ones(1)]))\n"
         "fabric.backward(c(g(torch.randn(2, 4))).sum())\n",
@@ -56,7 +57,8 @@ DECLINED = {
     # FAB005: one name was given two set-up models: which one the loss belongs to is not in view.
     "FAB005-a-name-set-up-twice": (
         "FAB005",
-        HEADER + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\nfabric.launch()\n'
+        HEADER
+        + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")\nfabric.launch()\n'
         "m, opt = fabric.setup(torch.nn.Linear(4, 4), torch.optim.Adam([torch.zeros(1)]))\n"
         "m = fabric.setup_module(torch.nn.Linear(4, 1))\n"
         "fabric.backward(m(torch.randn(2, 4)).sum())\n",

@@ -99,12 +99,20 @@ def lightning_outcomes():
 def test_lightning_raises_on_before_and_runs_after(tmp_path, lightning_outcomes, rule):
     record = RECORDS[rule]
     before = lightning_outcomes[f"{rule}-before"]
-    assert before.raised_by_lightning, (before.error_class, before.message, before.stderr_tail)
-    assert record.matches(before.message) or any(
-        site.error_class == before.error_class for site in record.other_sites
-    ), before.message
-    if rule in BY_ID:
-        (finding,) = [f for f in _findings(tmp_path, record.example_before) if f.code == rule][:1]
-        assert finding.span.start_line + 1 == before.line
+    if record.outcome == "raise":
+        assert before.raised_by_lightning, (before.error_class, before.message, before.stderr_tail)
+        assert record.matches(before.message) or any(
+            site.error_class == before.error_class for site in record.other_sites
+        ), before.message
+        if rule in BY_ID:
+            (finding,) = [f for f in _findings(tmp_path, record.example_before) if f.code == rule][:1]
+            assert finding.span.start_line + 1 == before.line
+    else:
+        # Lightning raises nothing itself (a hang, a silent misuse, a library's error): one faked
+        # process cannot show it; the rule's own proof test runs the real thing
+        # (tests/test_*_proof.py). Here: Lightning does not raise one of its own errors instead.
+        assert not before.raised_by_lightning or any(
+            site.error_class == before.error_class for site in record.other_sites
+        ), (before.error_class, before.message)
     after = lightning_outcomes[f"{rule}-after"]
     assert after.error_class is None, (after.error_class, after.message)

@@ -7,7 +7,7 @@ import ast
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.fixes import _alone_on_lines, _fix, _indent, _names_in
+from fabric_ls.fixes import alone_on_lines, indent_of, make_fix, names_in
 from fabric_ls.model import Fix, Span, TextEdit
 from fabric_ls.rules.common import Case
 from fabric_ls.rules.rank_branches import ZERO, RankZeroOnly, other_side_calls, rank_test, rank_zero_only
@@ -75,7 +75,7 @@ def _move_out_fix(event: CallEvent, found: RankZeroOnly) -> Optional[Fix]:
     ):
         return None
     span, branch_span = parsed.span(statement), parsed.span(branch)
-    if span.start_line != span.end_line or not _alone_on_lines(parsed, statement):
+    if span.start_line != span.end_line or not alone_on_lines(parsed, statement):
         return None
     bound = {
         target.id
@@ -83,12 +83,12 @@ def _move_out_fix(event: CallEvent, found: RankZeroOnly) -> Optional[Fix]:
         for target in ast.walk(node)
         if isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store)
     }
-    if bound & _names_in(event.node):
+    if bound & names_in(event.node):
         return None
-    text = _indent(parsed, branch) + parsed.segment(statement)
+    text = indent_of(parsed, branch) + parsed.segment(statement)
     if len(branch.body) == 1:  # nothing else in the branch: the whole ``if`` goes
-        return _fix(RULE, [TextEdit(Span(branch_span.start_line, 0, span.end_line, span.end_col), text)])
-    return _fix(RULE, [TextEdit(Span(span.start_line, 0, span.end_line, span.end_col), text)])
+        return make_fix(RULE, [TextEdit(Span(branch_span.start_line, 0, span.end_line, span.end_col), text)])
+    return make_fix(RULE, [TextEdit(Span(span.start_line, 0, span.end_line, span.end_col), text)])
 
 
 _HEAD = """import torch

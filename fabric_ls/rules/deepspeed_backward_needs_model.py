@@ -151,7 +151,7 @@ fabric.backward(a(torch.randn(2, 4)).sum())
         """import torch
 from lightning.fabric import Fabric
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
 fabric.launch()
 a = torch.nn.Linear(4, 2)
 a, opt_a = fabric.setup(a, torch.optim.Adam(a.parameters()))

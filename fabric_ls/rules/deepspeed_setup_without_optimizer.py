@@ -8,7 +8,7 @@ from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import Obj
-from fabric_ls.fixes import _fix
+from fabric_ls.fixes import make_fix
 from fabric_ls.model import Fix, TextEdit
 from fabric_ls.rules.common import Case
 
@@ -88,7 +88,7 @@ def _to_device_fix(event: CallEvent) -> Optional[Fix]:
     if event.node.keywords or not isinstance(func, ast.Attribute):
         return None
     receiver = event.parsed.segment(func.value)
-    return _fix(RULE, [TextEdit(event.parsed.span(func), f"{receiver}.to_device")])
+    return make_fix(RULE, [TextEdit(event.parsed.span(func), f"{receiver}.to_device")])
 
 
 _HEAD = """import torch

@@ -7,7 +7,7 @@ from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import Obj, Value
-from fabric_ls.fixes import _fix
+from fabric_ls.fixes import make_fix
 from fabric_ls.model import Fix, Span, TextEdit
 from fabric_ls.rules.common import Case
 
@@ -67,7 +67,7 @@ def _drop_schedulers_fix(event: CallEvent, positions: list[int]) -> Optional[Fix
     kept_args = [parsed.segment(a) for i, a in enumerate(call.args) if i not in positions]
     first, last = parsed.span(call.args[0]), parsed.span(call.args[-1])
     args_span = Span(first.start_line, first.start_col, last.end_line, last.end_col)
-    return _fix(
+    return make_fix(
         RULE,
         [
             TextEdit(parsed.span(place.statement.targets[0]), ", ".join(kept_targets)),
