@@ -31,8 +31,9 @@ def train(fabric):
     pass
 
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
-fabric.launch(train)
+if __name__ == "__main__":
+    fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+    fabric.launch(train)
 """,
 ]
 INVALID = [
