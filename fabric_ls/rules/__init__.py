@@ -32,9 +32,14 @@ LIGHTNING_ORDER: tuple[str, ...] = (
     "FAB021",
     "FAB018",
     "FAB022",
+    # then, once the strategy has its launcher, the interactive check (connector.py:522).
+    "FAB030",
     # launch(): the CLI check, the function check, then the launcher's own checks.
     "FAB017",
     "FAB006",
+    # the multiprocessing launcher's entry checks (launchers/multiprocessing.py:97-100)
+    "FAB031",
+    "FAB032",
     "FAB019",
     "FAB020",
     # setup*, init_module and the collectives: `_validate_launched` runs first.
