@@ -10,6 +10,10 @@ Optional attributes say how the engine presents it:
   strategy matrix (which changes the strategy, not the machine) leaves it out;
 - ``NAMES_STRATEGY = False``: the message does not depend on the strategy, so it is not tagged with it;
 - ``JUDGES_MISSING_ARGUMENTS = True``: the rule waits until a call being typed is closed.
+- ``SAMPLES_INTERACTIVE = True``: the samples are notebook code (the engine's ``interactive``; the
+  differential harness runs them in an interactive session);
+- ``DIFFERENTIAL_LIMIT``: why the samples cannot run under Lightning on a CPU machine; a test of its
+  own proves the rule instead.
 
 ``LIGHTNING_ORDER`` is the one place that says in which order Lightning runs its checks.
 """
