@@ -189,7 +189,7 @@ def to_cells(findings: Sequence[Finding], path: str, program: NotebookProgram) -
             fix = replace(fix, edits=tuple(edits)) if all(e is not None for e in edits) else None  # type: ignore[arg-type]
         related = tuple(_origin_in_cell(origin, path, program) for origin in finding.related)
         via = _origin_in_cell(finding.via, path, program) if finding.via is not None else None
-        message = _cell_lines(finding.message, program)
+        message = cell_line_references(finding.message, program)
         placed.append(
             replace(finding, span=span, cell=number, fix=fix, related=related, via=via, message=message)
         )
@@ -200,7 +200,7 @@ def to_cells(findings: Sequence[Finding], path: str, program: NotebookProgram) -
 _LINE_REFERENCE = re.compile(r"(?P<lead>\bFabric at|\bcall at) line (?P<line>\d+)\b")
 
 
-def _cell_lines(text: str, program: NotebookProgram) -> str:
+def cell_line_references(text: str, program: NotebookProgram) -> str:
     """A message's references to program lines, as cell and line."""
 
     def in_cell(match: re.Match[str]) -> str:
@@ -223,7 +223,7 @@ def _origin_in_cell(origin: Origin, path: str, program: NotebookProgram) -> Orig
     where = program.to_cell_span(origin.span) if origin.path == path else None
     if where is None:
         return origin
-    return replace(origin, span=where[1], cell=where[0], note=_cell_lines(origin.note, program))
+    return replace(origin, span=where[1], cell=where[0], note=cell_line_references(origin.note, program))
 
 
 def problem_in_cell(problem: SyntaxProblem, program: NotebookProgram) -> SyntaxProblem:
