@@ -27,6 +27,7 @@ from fabric_ls.lsp.documents import (
     diagnostic_key,
     normal_path,
 )
+from fabric_ls.lsp.notebooks import NOTEBOOK_SYNC, NotebookViews
 from fabric_ls.lsp.worker import AnalysisWorker, RecordBook
 from fabric_ls.settings import Settings
 
@@ -47,7 +48,10 @@ class FabricLanguageServer(LanguageServer):
             version=__version__,
             protocol_cls=protocol.FabricProtocol,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=NOTEBOOK_SYNC,
         )
+        # Open notebooks: each is one tracked document (its program), shown per cell.
+        self.notebooks = NotebookViews()
         self.record_for = RecordBook()
         self.worker = AnalysisWorker(self.record_for)
         self.initialization_options: Any = None
@@ -377,6 +381,12 @@ class FabricLanguageServer(LanguageServer):
         if not force and self.published.get(uri) == stamp:
             return
         self.published[uri] = stamp
+        notebook = self.notebooks.notebooks.get(uri)
+        if notebook is not None and document is not None:
+            from fabric_ls.lsp.notebook_handlers import publish_cells
+
+            publish_cells(self, notebook, document.path, diagnostics)
+            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
         )
