@@ -70,6 +70,37 @@ def test_lightning_checks_the_fork_exactly_where_the_rule_looks(tmp_path, in_a_b
         assert found == []
 
 
+NOTEBOOK_AUTO = """import torch
+from lightning.fabric import Fabric
+
+
+def train(fabric):
+    pass
+
+
+fabric = Fabric(accelerator="cuda", devices=2)
+fabric.launch(train)
+"""
+
+
+def test_in_a_notebook_auto_forks_and_goes_through_the_check(tmp_path):
+    # Several devices and strategy "auto" in an interactive session: the connector picks ddp_fork.
+    (in_notebook, as_script) = run_many(
+        [
+            Script(NOTEBOOK_AUTO, interactive=True, cuda_bad_fork=True),
+            Script(NOTEBOOK_AUTO, cuda_bad_fork=True),
+        ],
+        profile="gpu8",
+    )
+    assert in_notebook.raise_site == "lightning/fabric/strategies/launchers/multiprocessing.py:209"
+    assert in_notebook.line == 10
+    assert as_script.error_class is None, as_script.message  # ddp: the subprocess launcher, no fork
+    with_cuda = NOTEBOOK_AUTO.replace("fabric = Fabric(", "torch.zeros(1, device='cuda')\nfabric = Fabric(")
+    path = str(tmp_path / "train.ipynb")
+    assert [f.code for f in analyze_source(with_cuda, path, interactive=True).findings] == ["FAB031"]
+    assert [f.code for f in analyze_source(with_cuda, path).findings] == []
+
+
 def _source_line(package: str, relative: str, line: int) -> str:
     spec = importlib.util.find_spec(package)
     assert spec is not None and spec.origin is not None

@@ -46,12 +46,24 @@ _ACCELERATORS_ON_CUDA = ("auto", "cuda", "gpu")
 
 
 def forks(event: CallEvent) -> bool:
+    """The launch forks: a fork start method, or ``"auto"`` on several devices in an interactive
+    session, where the connector picks ``ddp_fork`` (connector.py:411-412)."""
     strategy = event.strategy
+    if not strategy.is_a("DDPStrategy") or strategy.is_a("DeepSpeedStrategy"):
+        return False
+    if strategy.start_method == "fork":
+        return True
     return (
-        strategy.is_a("DDPStrategy")
-        and not strategy.is_a("DeepSpeedStrategy")
-        and strategy.start_method == "fork"
+        event.parsed.interactive and strategy.registry_name == "ddp" and _strategy_is_auto(event.fabric.node)
     )
+
+
+def _strategy_is_auto(fabric: ast.Call) -> bool:
+    """``Fabric(...)`` leaves the strategy to Lightning (no ``strategy`` argument, or ``"auto"``)."""
+    flag = next((k.value for k in fabric.keywords if k.arg == "strategy"), None)
+    if flag is None and len(fabric.args) > 1:
+        flag = fabric.args[1]
+    return flag is None or (isinstance(flag, ast.Constant) and flag.value == "auto")
 
 
 def check(event: CallEvent) -> Optional[Violation]:
