@@ -169,3 +169,12 @@ def test_notebooks_of_other_languages_are_not_read_as_python():
         assert "not a Python notebook" in str(error)
     else:
         raise AssertionError("an R notebook was read as Python")
+
+
+def test_working_notebooks_stay_quiet():
+    # Notebooks as the Lightning docs ("Fabric in Notebooks") recommend writing them: ddp_notebook with the
+    # training code in the launched function, and a single-GPU notebook. bench/real_notebooks.py checks
+    # Lightning's own notebook and the page's examples.
+    result = run("quiet", "--no-color", cwd=FIXTURE.parent)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "All checks passed (2 files)."
