@@ -34,6 +34,10 @@ def _refresh_notebook(ls: FabricLanguageServer, notebook_uri: str) -> None:
     ls.notebooks.put(opened)
     if ls.track(notebook_uri, notebook.version, opened.program.text, "python") is not None:
         ls.schedule(notebook_uri)
+        if ls.pull_mode:
+            # An edit to one cell can change what every other cell shows: the client pulls them again
+            # (each pull waits for the notebook's new analysis).
+            ls.request_refreshes(diagnostics=True)
 
 
 def on_notebook_did_open(ls: FabricLanguageServer, params: types.DidOpenNotebookDocumentParams) -> None:
