@@ -84,6 +84,7 @@ async def cell_diagnostic(
         params.text_document.uri, []
     )
     result_id = convert.diagnostics_result_id(found, get_converter())
+    ls.served[params.text_document.uri] = result_id  # this client pulls cells: no more pushes for them
     if params.previous_result_id == result_id:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
     return types.RelatedFullDocumentDiagnosticReport(items=found, result_id=result_id)

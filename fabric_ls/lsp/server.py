@@ -332,12 +332,18 @@ class FabricLanguageServer(LanguageServer):
         self.remember(uri, outcome)
         if external and (previous is None or previous.analysis.fabric_sites != outcome.analysis.fabric_sites):
             self.request_refreshes(views=True)
-        if self.pull_mode:
+        if self.pull_mode and not self.notebook_cells_pushed(uri):
             if external and self.served.get(uri) not in (None, self.view(uri)[2]):
                 self.request_refreshes(diagnostics=True)
         else:
             self.publish(uri, force)
         self.share_contributions(uri, outcome)
+
+    def notebook_cells_pushed(self, uri: str) -> bool:
+        """A notebook whose cells the client has never pulled: VS Code pulls scripts but not cells,
+        so a notebook's diagnostics are pushed until the client pulls one of its cells."""
+        notebook = self.notebooks.notebooks.get(uri)
+        return notebook is not None and not any(cell in self.served for cell in notebook.cell_uris.values())
 
     def view(self, uri: str) -> tuple[Optional[int], list[types.Diagnostic], str]:
         """What the client should show for ``uri`` (version, diagnostics, result id): the diagnostics
