@@ -5,6 +5,7 @@ document's own handler on the notebook's program (fabric_ls.lsp.notebooks maps t
 from __future__ import annotations
 
 from typing import Any, Optional
+from urllib.parse import unquote
 
 from lsprotocol import types
 from lsprotocol.converters import get_converter
@@ -21,13 +22,18 @@ from fabric_ls.lsp.notebooks import (
 from fabric_ls.lsp.server import FabricLanguageServer
 
 
+def _cell_document(ls: FabricLanguageServer, cell_uri: str) -> Optional[Any]:
+    """pygls keeps a cell's text under its unquoted URI (VS Code's cell URIs carry %-escapes)."""
+    return ls.workspace.text_documents.get(unquote(cell_uri))
+
+
 def _refresh_notebook(ls: FabricLanguageServer, notebook_uri: str) -> None:
     notebook = ls.workspace.get_notebook_document(notebook_uri=notebook_uri)
     if notebook is None:
         return
     texts = {}
     for cell in notebook.cells:
-        document = ls.workspace.text_documents.get(cell.document)
+        document = _cell_document(ls, cell.document)
         if document is not None and document.language_id in ("python", ""):
             texts[cell.document] = document.source
     opened = read_open_notebook(notebook, texts)
@@ -63,7 +69,7 @@ def publish_cells(
 ) -> None:
     """(Push mode.) The notebook's diagnostics, each under its cell's URI."""
     for cell_uri, found in diagnostics_by_cell(notebook, diagnostics, path).items():
-        version = ls.workspace.text_documents.get(cell_uri)
+        version = _cell_document(ls, cell_uri)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(
                 uri=cell_uri, version=getattr(version, "version", None), diagnostics=found
@@ -164,7 +170,7 @@ def _edit_in_cells(
     if ls.client_can("workspace.workspace_edit.document_changes"):
         changes = []
         for cell_uri, edits in by_cell.items():
-            document = ls.workspace.text_documents.get(cell_uri)
+            document = _cell_document(ls, cell_uri)
             identifier = types.OptionalVersionedTextDocumentIdentifier(
                 uri=cell_uri, version=getattr(document, "version", None)
             )

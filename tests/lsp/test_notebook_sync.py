@@ -59,7 +59,8 @@ class Notebook:
         self.session = session
         self.uri = uri_of(path)
         self.version = 1
-        self.cell_uris = [f"vscode-notebook-cell:{path}#cell{index}" for index in range(len(CELLS))]
+        # As VS Code writes them: the fragment is %-escaped base64.
+        self.cell_uris = [f"vscode-notebook-cell:{path}#W{index}sZmlsZQ%3D%3D" for index in range(len(CELLS))]
         self.cell_versions = [1] * len(CELLS)
         session.client.notebook_document_did_open(
             types.DidOpenNotebookDocumentParams(
@@ -167,3 +168,19 @@ async def test_hover_and_quick_fix_on_a_cell(session: Session, tmp_path: pathlib
         )
     ]
     assert list(fix.diagnostics or ()) == [diagnostic]
+
+
+async def test_cells_are_pushed_to_a_client_that_does_not_pull_them(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    # VS Code pulls diagnostics for scripts but not for notebook cells: until a cell is pulled, the
+    # notebook's diagnostics are published per cell, in either diagnostic mode.
+    notebook = Notebook(session, tmp_path / "train.ipynb")
+
+    async def pushed() -> list[types.Diagnostic]:
+        published = session.published_for(notebook.cell_uris[3])
+        return list(published[-1].diagnostics) if published else []
+
+    [diagnostic] = await eventually(pushed, bool)
+    assert diagnostic.code == "FAB016"
+    assert list(session.published_for(notebook.cell_uris[0])[-1].diagnostics) == []
