@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from fabric_ls.model import Finding, Origin, Span, SyntaxProblem, TextEdit
 
@@ -200,14 +200,18 @@ def to_cells(findings: Sequence[Finding], path: str, program: NotebookProgram) -
 _LINE_REFERENCE = re.compile(r"(?P<lead>\bFabric at|\bcall at) line (?P<line>\d+)\b")
 
 
-def cell_line_references(text: str, program: NotebookProgram) -> str:
-    """A message's references to program lines, as cell and line."""
+def cell_line_references(
+    text: str, program: NotebookProgram, cell_name: Optional[Callable[[Cell], str]] = None
+) -> str:
+    """A message's references to program lines, as cell and line (``cell_name`` names the cell:
+    ``cell 3`` by default)."""
 
     def in_cell(match: re.Match[str]) -> str:
         where = program.locate(int(match.group("line")) - 1)
         if where is None:
             return match.group(0)
-        return f"{match.group('lead')} cell {where[0].number}, line {where[1] + 1}"
+        name = cell_name(where[0]) if cell_name is not None else f"cell {where[0].number}"
+        return f"{match.group('lead')} {name}, line {where[1] + 1}"
 
     return _LINE_REFERENCE.sub(in_cell, text)
 

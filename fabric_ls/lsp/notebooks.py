@@ -117,10 +117,19 @@ def diagnostics_by_cell(
         in_cell = copy.copy(diagnostic)
         in_cell.range = to_cell_range(diagnostic.range, cell)
         in_cell.related_information = related or None
-        in_cell.message = cell_line_references(diagnostic.message, notebook.program)
+        # The client syncs Python cells only: their numbers are not the notebook's, so say where instead.
+        in_cell.message = cell_line_references(
+            diagnostic.message, notebook.program, lambda other, here=cell: _relative_name(other, here)
+        )
         in_cell.data = None  # the fix data holds program positions; code actions read the analysis
         by_cell[notebook.cell_uris[cell.number]].append(in_cell)
     return by_cell
+
+
+def _relative_name(other: Cell, here: Cell) -> str:
+    if other.number == here.number:
+        return "this cell"
+    return "an earlier cell" if other.number < here.number else "a later cell"
 
 
 def _related_in_cell(

@@ -123,7 +123,7 @@ async def test_the_finding_is_on_its_cell_and_line(session: Session, tmp_path: p
 
     assert diagnostic.code == "FAB016"
     assert diagnostic.range == types.Range(start=types.Position(1, 0), end=types.Position(1, 15))
-    assert "(Fabric at cell 3, line 1)" in diagnostic.message
+    assert "(Fabric at an earlier cell, line 1)" in diagnostic.message
     assert session.initialize_result is not None
     sync = session.initialize_result.capabilities.notebook_document_sync
     assert sync is not None and sync.notebook_selector[0].cells[0].language == "python"  # type: ignore[union-attr]
