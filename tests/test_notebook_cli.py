@@ -178,3 +178,18 @@ def test_working_notebooks_stay_quiet():
     result = run("quiet", "--no-color", cwd=FIXTURE.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "All checks passed (2 files)."
+
+
+def test_cuda_in_an_earlier_cell_before_a_notebook_launch(tmp_path):
+    # Lightning's "Fabric in Notebooks" page: several GPUs with strategy "auto" fork in a notebook, so a
+    # CUDA call in an earlier cell breaks the launch (FAB031); the message names that cell.
+    cells = [
+        "import torch\nfrom lightning.fabric import Fabric\n",
+        "def train(fabric):\n    pass\n",
+        "x = torch.tensor(1).cuda()\n",
+        'fabric = Fabric(accelerator="cuda", devices=2)\nfabric.launch(train)\n',
+    ]
+    document = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": c} for c in cells]}
+    (finding,) = analyze_notebook_text(json.dumps(document), str(tmp_path / "train.ipynb")).findings
+    assert (finding.code, finding.cell, finding.span.start_line) == ("FAB031", 4, 1)
+    assert "`torch.tensor(1).cuda()` (the call at cell 3, line 1)" in finding.message

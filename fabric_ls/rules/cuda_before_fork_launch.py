@@ -78,7 +78,7 @@ def check(event: CallEvent) -> Optional[Violation]:
     devices = _cuda_names(event.parsed.tree)
     for node in walker.ran_before(path):
         if _initialises_cuda(node, devices, event.fabric_text):
-            where = f"`{_short(event.parsed, node)}` (line {node.lineno})"  # type: ignore[attr-defined]
+            where = f"`{_short(event.parsed, node)}` (the call at line {node.lineno})"  # type: ignore[attr-defined]
             return Violation(event.node, {"initializer": where})
     return None
 
