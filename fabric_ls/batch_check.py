@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from fabric_ls.engine import Project, analyze_file, portability
 from fabric_ls.model import Finding, SyntaxProblem
+from fabric_ls.notebook import NOTEBOOK_SUFFIX
 from fabric_ls.settings import Settings
 
 # Not a Fabric mistake, so it has no record: the file does not parse (or cannot be read).
@@ -56,6 +57,7 @@ def syntax_finding(path: str, problem: SyntaxProblem) -> Finding:
         severity="error",
         message=problem.message,
         strategy="",
+        cell=problem.cell,
     )
 
 
@@ -66,7 +68,7 @@ def check_file(task: FileTask, project: Project) -> FileReport:
     if analysis.syntax_problem is not None:
         findings.append(syntax_finding(analysis.path, analysis.syntax_problem))
     matrix = None
-    if task.matrix:
+    if task.matrix and not task.path.endswith(NOTEBOOK_SUFFIX):
         try:
             with open(task.path, "rb") as handle:
                 source = handle.read().decode("utf-8", errors="replace")

@@ -193,11 +193,12 @@ def _unique_findings(reports: "list[FileReport]") -> list[Finding]:
     from fabric_ls.cli_output import finding_order
 
     findings: list[Finding] = []
-    seen: set[tuple[str, int, int, str]] = set()
+    seen: set[tuple[str, int, int, int, str]] = set()
     for report in reports:
         for finding in [*report.findings, *report.other_findings]:
             key = (
                 os.path.abspath(finding.path),
+                finding.cell or 0,
                 finding.span.start_line,
                 finding.span.start_col,
                 finding.code,
@@ -285,6 +286,7 @@ class _FilePlan(NamedTuple):
 def _plan_fixes(findings: list[Finding], unsafe: bool) -> tuple[list[_FilePlan], list[Finding]]:
     """Per file, the fixes to apply together (no two touching the same text); and the findings left."""
     from fabric_ls.fixes import apply_edits
+    from fabric_ls.notebook import NOTEBOOK_SUFFIX, fix_notebook
 
     remaining: list[Finding] = []
     by_path: dict[str, list[Finding]] = {}
@@ -304,7 +306,7 @@ def _plan_fixes(findings: list[Finding], unsafe: bool) -> tuple[list[_FilePlan],
         for finding in fixable:
             assert finding.fix is not None
             spans = [
-                (e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col)
+                (finding.cell or 0, e.span.start_line, e.span.start_col, e.span.end_line, e.span.end_col)
                 for e in finding.fix.edits
             ]
             if set(finding.fix.edits) <= applied:
@@ -317,7 +319,11 @@ def _plan_fixes(findings: list[Finding], unsafe: bool) -> tuple[list[_FilePlan],
             applied.update(finding.fix.edits)
             chosen.append(finding)
         edits = list(dict.fromkeys(e for f in chosen for e in f.fix.edits))  # type: ignore[union-attr]
-        plans.append(_FilePlan(path, original_bytes, apply_edits(original, edits), chosen))
+        if path.endswith(NOTEBOOK_SUFFIX):
+            updated = fix_notebook(original, chosen)
+        else:
+            updated = apply_edits(original, edits)
+        plans.append(_FilePlan(path, original_bytes, updated, chosen))
     return plans, remaining
 
 
@@ -387,6 +393,8 @@ def _apply_fixes(
 
     A file is not written back into a text it already had (a fix that undoes another).
     """
+    from fabric_ls.cli_output import cell_prefix
+
     plans, _ = _plan_fixes(findings, arguments.unsafe_fixes)
     written: set[str] = set()
     roots = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in arguments.paths]
@@ -412,16 +420,17 @@ def _apply_fixes(
         fixed.extend(plan.chosen)
         for finding in plan.chosen if not arguments.quiet else ():
             title = finding.fix.title  # type: ignore[union-attr]
-            where = f"{display_path(plan.path)}:{finding.span.start_line + 1}"
+            where = f"{display_path(plan.path)}:{cell_prefix(finding)}{finding.span.start_line + 1}"
             print(f"Fixed {where}: {finding.code} {title}", file=sys.stderr)
     return written
 
 
 def _overlaps(a: tuple, b: tuple) -> bool:
-    """Two spans share text, or are two insertions at one place (whose order would be a guess)."""
+    """Two (cell, start line, start column, end line, end column) spans share text, or are two
+    insertions at one place (whose order would be a guess)."""
     if a == b:
         return True
-    return not ((a[2], a[3]) <= (b[0], b[1]) or (b[2], b[3]) <= (a[0], a[1]))
+    return a[0] == b[0] and not ((a[3], a[4]) <= (b[1], b[2]) or (b[3], b[4]) <= (a[1], a[2]))
 
 
 def _write_atomically(path: str, expected: bytes, text: str) -> bool:

@@ -62,6 +62,7 @@ def finding_order(finding: Finding) -> tuple:
     span = finding.span
     return (
         display_path(finding.path),
+        finding.cell or 0,
         span.start_line,
         span.start_col,
         finding.code,
@@ -72,12 +73,19 @@ def finding_order(finding: Finding) -> tuple:
 
 
 def text_line(finding: Finding, style: Style, unsafe: bool) -> str:
-    """``path:line:col: error FAB001 [*] message [strategy ...; when ...]``."""
-    where = f"{display_path(finding.path)}:{finding.span.start_line + 1}:{finding.span.start_col + 1}:"
+    """``path:line:col: error FAB001 [*] message [strategy ...; when ...]``; in a notebook
+    ``path:cell 3:line:col: ...`` (the line inside the cell)."""
+    span = finding.span
+    where = f"{display_path(finding.path)}:{cell_prefix(finding)}{span.start_line + 1}:{span.start_col + 1}:"
     severity = style.paint(finding.severity, _BOLD, _SEVERITY_COLOR.get(finding.severity, _CYAN))
     fixable = " " + style.paint("[*]", _CYAN) if fix_applies(finding, unsafe) else ""
     code = style.paint(finding.code, _BOLD)
     return f"{style.paint(where, _BOLD)} {severity} {code}{fixable} {finding.message}"
+
+
+def cell_prefix(finding: Finding) -> str:
+    """``cell 3:`` for a finding in a notebook, else nothing."""
+    return f"cell {finding.cell}:" if finding.cell is not None else ""
 
 
 def fix_hint(finding: Finding, unsafe: bool) -> Optional[str]:
@@ -200,9 +208,11 @@ def _fix_json(finding: Finding) -> Optional[dict]:
 
 
 def finding_json(finding: Finding) -> dict:
-    """``--format json``: one object per finding (1-based lines and columns)."""
+    """``--format json``: one object per finding (1-based lines and columns; in a notebook, inside
+    the ``cell``, as ruff; ``cell`` is null in a script)."""
     return {
         "path": display_path(finding.path),
+        "cell": finding.cell,
         "line": finding.span.start_line + 1,
         "column": finding.span.start_col + 1,
         "end_line": finding.span.end_line + 1,
@@ -220,7 +230,12 @@ def finding_json(finding: Finding) -> dict:
 def github_line(finding: Finding) -> str:
     """A GitHub Actions workflow command: an annotation on the pull request's diff."""
     level = "error" if finding.severity == "error" else "warning"
-    message = finding.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    message = (
+        f"{cell_prefix(finding)} {finding.message}".lstrip()
+        .replace("%", "%25")
+        .replace("\r", "%0D")
+        .replace("\n", "%0A")
+    )
     span = finding.span
     return (
         f"::{level} file={display_path(finding.path)},line={span.start_line + 1},col={span.start_col + 1},"
@@ -252,7 +267,7 @@ def sarif_log(findings: list[Finding]) -> dict:
                     {
                         "ruleId": f.code,
                         "level": "error" if f.severity == "error" else "warning",
-                        "message": {"text": f.message},
+                        "message": {"text": f"{cell_prefix(f)} {f.message}".lstrip()},
                         "locations": [
                             {
                                 "physicalLocation": {

@@ -28,13 +28,23 @@ from fabric_ls.model import (
     StrategyCandidate,
     SyntaxProblem,
 )
+from fabric_ls.notebook import NOTEBOOK_SUFFIX, NotebookError, problem_in_cell, read_notebook
+from fabric_ls.notebook import to_cells as notebook_findings
 from fabric_ls.records import docs_url, get_record
 from fabric_ls.settings import Settings
 from fabric_ls.suppression import is_suppressed
 
 DEFAULT_SETTINGS = Settings()
 
-__all__ = ["Project", "analyze_source", "analyze_file", "portability", "iter_python_files", "warm_up"]
+__all__ = [
+    "Project",
+    "analyze_source",
+    "analyze_file",
+    "analyze_notebook_text",
+    "portability",
+    "iter_python_files",
+    "warm_up",
+]
 
 # Files larger than this are not analysed (a note says so): a training script is far
 # smaller, and parsing alone takes seconds beyond it.
@@ -52,10 +62,17 @@ def warm_up() -> None:
 
 
 def analyze_source(
-    source: str, path: str, settings: Settings = DEFAULT_SETTINGS, project: Optional[Project] = None
+    source: str,
+    path: str,
+    settings: Settings = DEFAULT_SETTINGS,
+    project: Optional[Project] = None,
+    interactive: bool = False,
 ) -> Analysis:
-    """Analyse one script's text; ``path`` locates it for imports and messages."""
-    return _analyze(source, path, settings, project, settings.strategy, force=False)
+    """Analyse one script's text; ``path`` locates it for imports and messages.
+
+    ``interactive``: the code runs in an interactive session (a notebook), as Lightning's
+    ``_IS_INTERACTIVE`` sees it."""
+    return _analyze(source, path, settings, project, settings.strategy, force=False, interactive=interactive)
 
 
 def analyze_file(
@@ -67,7 +84,25 @@ def analyze_file(
     except OSError as error:
         reason = f"cannot read file: {error.strerror or error}"
         return Analysis(path, syntax_error=reason, syntax_problem=SyntaxProblem(reason, Span(0, 0, 0, 0)))
-    return analyze_source(raw.decode("utf-8", errors="replace"), path, settings, project)
+    text = raw.decode("utf-8", errors="replace")
+    if path.endswith(NOTEBOOK_SUFFIX):
+        return analyze_notebook_text(text, path, settings, project)
+    return analyze_source(text, path, settings, project)
+
+
+def analyze_notebook_text(
+    text: str, path: str, settings: Settings = DEFAULT_SETTINGS, project: Optional[Project] = None
+) -> Analysis:
+    """Analyse a notebook's JSON text: its code cells as one interactive program, findings in cells."""
+    try:
+        program = read_notebook(text)
+    except NotebookError as error:
+        return Analysis(os.path.abspath(path), syntax_error=str(error), syntax_problem=error.problem())
+    analysis = analyze_source(program.text, path, settings, project, interactive=True)
+    analysis.findings = notebook_findings(analysis.findings, analysis.path, program)
+    if analysis.syntax_problem is not None:
+        analysis.syntax_problem = problem_in_cell(analysis.syntax_problem, program)
+    return analysis
 
 
 def portability(
@@ -96,6 +131,7 @@ def _analyze(
     project: Optional[Project],
     assumed: Optional[str],
     force: bool,
+    interactive: bool = False,
 ) -> Analysis:
     path = os.path.abspath(path) if not path.startswith("<") else path
     if len(source) > MAX_FILE_BYTES:
@@ -105,6 +141,7 @@ def _analyze(
     if project is None:
         project = Project([os.path.dirname(path)] if not path.startswith("<") else [])
     parsed = parse_source(source, path)
+    parsed.interactive = interactive
     wanted = frozenset(rule for rule in rules.BY_ID if settings.wants(rule))
 
     exploration = explore(project, parsed, _RuleChecker(wanted), assumed, force)
@@ -347,7 +384,7 @@ def _call_sites(exploration, path: str) -> list[CallSite]:  # type: ignore[no-un
 
 
 def iter_python_files(paths: Iterable[str], skipped: Optional[list[str]] = None) -> Iterator[str]:
-    """Python files under ``paths``, skipping virtualenvs, hidden and build folders.
+    """Python files and Jupyter notebooks under ``paths``, skipping virtualenvs, hidden and build folders.
 
     Only regular files are read: a named pipe, socket or device named ``*.py`` would block the read
     or never end; it is left out and, when ``skipped`` is given, said there.
@@ -366,7 +403,7 @@ def iter_python_files(paths: Iterable[str], skipped: Optional[list[str]] = None)
                 and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg"))
             )
             for name in sorted(files):
-                if name.endswith(".py") and _regular(os.path.join(folder, name), skipped):
+                if name.endswith((".py", NOTEBOOK_SUFFIX)) and _regular(os.path.join(folder, name), skipped):
                     yield os.path.join(folder, name)
 
 

@@ -29,6 +29,8 @@ class Origin:
     path: str
     span: Span
     note: str
+    # In a notebook: the cell (1-based) the span is in; the span counts lines inside that cell.
+    cell: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class Finding:
     # The rule's title and its docs page (a ``file:`` URI of the installed page by default).
     title: str = ""
     docs_url: str = ""
+    # In a notebook: the cell (1-based) the span and the fix's edits are in (lines inside the cell).
+    cell: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,8 @@ class SyntaxProblem:
 
     message: str
     span: Span
+    # In a notebook: the cell (1-based) the span is in.
+    cell: Optional[int] = None
 
 
 @dataclass

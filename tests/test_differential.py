@@ -11,15 +11,17 @@ import pytest
 
 from fabric_ls.engine import analyze_source
 from fabric_ls.records import get_record
-from fabric_ls.rules import ALL_RULES
+from fabric_ls.rules import ALL_RULES, BY_ID
 from fabric_ls.rules.common import Case
 
 pytest.importorskip("lightning")
-from lightning_harness import run_many  # noqa: E402
+from lightning_harness import Script, run_many  # noqa: E402
 
 SAMPLES: list[tuple[str, str, str, str]] = []  # (id, rule, kind, source); kind: valid | invalid | fixed
 CASES: dict[str, Case] = {}
 for module in ALL_RULES:
+    if getattr(module, "DIFFERENTIAL_LIMIT", None):
+        continue  # proven by its own test (tests/test_launch_rules_under_lightning.py)
     for index, source in enumerate(module.VALID):
         SAMPLES.append((f"{module.RULE}-valid{index}", module.RULE, "valid", source))
     for index, case in enumerate(module.INVALID):
@@ -28,6 +30,11 @@ for module in ALL_RULES:
         SAMPLES.append((key, module.RULE, "invalid", case.source))
         if case.fixed is not None:
             SAMPLES.append((f"{module.RULE}-fixed{index}", module.RULE, "fixed", case.fixed))
+
+
+def _interactive(rule: str) -> bool:
+    """The rule's samples are notebook code: they run in an interactive session."""
+    return bool(getattr(BY_ID[rule], "SAMPLES_INTERACTIVE", False))
 
 
 def _profile(sample_id: str, source: str) -> str:
@@ -39,9 +46,10 @@ def _profile(sample_id: str, source: str) -> str:
 
 @pytest.fixture(scope="module")
 def outcomes():
-    by_profile: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for sample_id, _rule, _kind, source in SAMPLES:
-        by_profile[_profile(sample_id, source)].append((sample_id, source))
+    by_profile: dict[str, list[tuple[str, Script]]] = defaultdict(list)
+    for sample_id, rule, _kind, source in SAMPLES:
+        script = Script(source, interactive=_interactive(rule))
+        by_profile[_profile(sample_id, source)].append((sample_id, script))
     results = {}
     for profile, items in by_profile.items():
         for (sample_id, _), outcome in zip(
@@ -51,15 +59,16 @@ def outcomes():
     return results
 
 
-def _analyser(tmp_path, source):
+def _analyser(tmp_path, source, rule):
     script = tmp_path / "train.py"
-    return [(f.code, f.span.start_line + 1) for f in analyze_source(source, str(script)).findings]
+    analysis = analyze_source(source, str(script), interactive=_interactive(rule))
+    return [(f.code, f.span.start_line + 1) for f in analysis.findings]
 
 
 @pytest.mark.parametrize("sample_id,rule,kind,source", SAMPLES, ids=[s[0] for s in SAMPLES])
 def test_analyser_agrees_with_lightning(tmp_path, outcomes, sample_id, rule, kind, source):
     outcome = outcomes[sample_id]
-    found = _analyser(tmp_path, source)
+    found = _analyser(tmp_path, source, rule)
     if kind in ("valid", "fixed"):
         assert outcome.error_class is None, f"Lightning raised {outcome.error_class}: {outcome.message}"
         assert found == []

@@ -7,6 +7,7 @@ import copy
 import importlib.util
 import json
 import re
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 from typing import Optional
@@ -80,12 +81,41 @@ def _first_arg(call: ast.Call) -> Optional[ast.expr]:
 
 @lru_cache(maxsize=64)
 def raise_statements(path: Path) -> tuple[tuple[int, str], ...]:
-    """(line of the ``raise`` keyword, message text) for every raise in the file."""
+    """(line of the ``raise`` keyword, message text) for every raise in the file.
+
+    ``raise RuntimeError(message)`` renders the last ``message = ...`` of its function
+    above it (``dedent(...)`` dedented), whitespace runs as one space."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
-            found.append((node.lineno, render_message(_first_arg(node.exc))))
-    return tuple(found)
+    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                argument = _first_arg(node.exc)
+                if isinstance(argument, ast.Name) and not isinstance(function, ast.Module):
+                    assigned = _assignment_before(function, argument.id, node.lineno)
+                    if assigned is not None:
+                        found.append((node.lineno, " ".join(assigned.split())))
+                        continue
+                found.append((node.lineno, render_message(argument)))
+    return tuple(sorted(set(found)))
+
+
+def _assignment_before(function: ast.AST, name: str, line: int) -> Optional[str]:
+    """The message of the last ``name = ...`` above ``line`` in the function."""
+    assignments = [
+        node
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign)
+        and node.lineno < line
+        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    if not assignments:
+        return None
+    value = max(assignments, key=lambda node: node.lineno).value
+    if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "dedent" and value.args:
+        return textwrap.dedent(render_message(value.args[0]))
+    return render_message(value)
 
 
 @lru_cache(maxsize=64)

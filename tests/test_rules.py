@@ -7,23 +7,28 @@ import pytest
 
 from fabric_ls.engine import analyze_source
 from fabric_ls.fixes import apply_edits
-from fabric_ls.rules import ALL_RULES
+from fabric_ls.rules import ALL_RULES, BY_ID
 
 VALID = [(m.RULE, i, src) for m in ALL_RULES for i, src in enumerate(m.VALID)]
 INVALID = [(m.RULE, i, case) for m in ALL_RULES for i, case in enumerate(m.INVALID)]
 
 
+def _interactive(rule: str) -> bool:
+    """The rule's samples are notebook code (``SAMPLES_INTERACTIVE``)."""
+    return bool(getattr(BY_ID[rule], "SAMPLES_INTERACTIVE", False))
+
+
 @pytest.mark.parametrize("rule,index,source", VALID, ids=[f"{r}-valid{i}" for r, i, _ in VALID])
 def test_valid_sample_is_quiet(tmp_path, rule, index, source):
     script = tmp_path / "train.py"
-    analysis = analyze_source(source, str(script))
+    analysis = analyze_source(source, str(script), interactive=_interactive(rule))
     assert [(f.code, f.span.start_line + 1) for f in analysis.findings] == []
 
 
 @pytest.mark.parametrize("rule,index,case", INVALID, ids=[f"{r}-invalid{i}" for r, i, _ in INVALID])
 def test_invalid_sample_is_flagged_and_fixed(tmp_path, rule, index, case):
     script = tmp_path / "train.py"
-    analysis = analyze_source(case.source, str(script))
+    analysis = analyze_source(case.source, str(script), interactive=_interactive(rule))
     found = [(f.code, f.span.start_line + 1) for f in analysis.findings]
     assert (rule, case.line) in found
     assert all(code == rule for code, _ in found), found
@@ -34,7 +39,7 @@ def test_invalid_sample_is_flagged_and_fixed(tmp_path, rule, index, case):
     assert finding.fix is not None, "this sample expects a fix"
     fixed = apply_edits(case.source, finding.fix.edits)
     assert fixed == case.fixed
-    again = analyze_source(fixed, str(script))
+    again = analyze_source(fixed, str(script), interactive=_interactive(rule))
     assert rule not in [f.code for f in again.findings]
 
 

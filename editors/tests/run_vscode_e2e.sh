@@ -67,6 +67,7 @@ ls "$E2E_DIR/extensions" | grep -q '^fabric-ls\.fabric-ls-' || die "the extensio
 ls "$E2E_DIR/extensions" | grep -q '^ms-python\.python-' || die "the Python extension stand-in did not install"
 
 make_workspace "$E2E_DIR/workspace"
+cp "$REPO/tests/notebooks/mixed_precision_backward.ipynb" "$E2E_DIR/workspace/train.ipynb"
 ARTIFACTS="$REPO/tests/artifacts/vscode"
 rm -rf "$ARTIFACTS"
 mkdir -p "$ARTIFACTS"
@@ -76,7 +77,7 @@ README_SCREENSHOT=""
 
 log "running the browser test"
 rc=0
-CODE_SERVER="$CODE_SERVER" E2E_DIR="$E2E_DIR" WORKSPACE="$E2E_DIR/workspace" SCRIPT=deepspeed_separate_setup.py \
+CODE_SERVER="$CODE_SERVER" E2E_DIR="$E2E_DIR" WORKSPACE="$E2E_DIR/workspace" SCRIPT=deepspeed_separate_setup.py NOTEBOOK=train.ipynb \
   FABRIC_PYTHON="$FABRIC_PYTHON" BARE_PYTHON="$BARE_VENV/bin/python" OLD_PYTHON="$OLD_PYTHON" ARTIFACTS="$ARTIFACTS" \
   README_SCREENSHOT="$README_SCREENSHOT" node "$REPO/editors/tests/vscode/e2e.mjs" || rc=$?
 

@@ -57,6 +57,8 @@ class ParsedSource:
     closed_lines: dict[int, int] = field(default_factory=dict)
     # Names read by Fabric calls anywhere in the file (computed once by the interpreter).
     interesting_names: Optional[frozenset[str]] = None
+    # The program runs in an interactive session (a notebook's cells): Lightning's `_IS_INTERACTIVE`.
+    interactive: bool = False
 
     def col(self, line0: int, byte_col: int) -> int:
         """Convert an ``ast`` byte column on line ``line0`` to a code-point column."""

@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 from lsprotocol import types
 
 from fabric_ls import __version__, explain, workspace_config
-from fabric_ls.lsp import convert
+from fabric_ls.lsp import convert, notebook_handlers
 from fabric_ls.lsp.documents import Outcome, normal_path
 from fabric_ls.lsp.protocol import capability, client_has_inlay_hints, client_pulls_diagnostics
 from fabric_ls.lsp.server import CONFIG_SECTION, PYTHON_SUFFIXES, FabricLanguageServer
@@ -185,6 +185,9 @@ async def on_document_diagnostic(
     ls: FabricLanguageServer, params: types.DocumentDiagnosticParams
 ) -> types.DocumentDiagnosticReport:
     uri = params.text_document.uri
+    notebook = ls.notebooks.place(uri)
+    if notebook is not None:
+        return await notebook_handlers.cell_diagnostic(ls, params, notebook[0])
     await ls.wait_for_config()
     if ls.document(uri) is not None and await ls.outcome_for(uri) is None:
         return types.RelatedFullDocumentDiagnosticReport(items=[])
@@ -198,6 +201,8 @@ async def on_document_diagnostic(
 
 async def on_hover(ls: FabricLanguageServer, params: types.HoverParams) -> Optional[types.Hover]:
     uri = params.text_document.uri
+    if ls.notebooks.place(uri) is not None:
+        return await notebook_handlers.cell_hover(ls, params, on_hover)
     outcome = await ls.outcome_for(uri)
     if outcome is None:
         return None
@@ -247,6 +252,8 @@ async def on_code_action(
     ls: FabricLanguageServer, params: types.CodeActionParams
 ) -> Optional[list[types.CodeAction]]:
     uri = params.text_document.uri
+    if ls.notebooks.place(uri) is not None:
+        return await notebook_handlers.cell_code_actions(ls, params, on_code_action)
     document = ls.document(uri)
     if document is None:
         return []
@@ -473,6 +480,9 @@ def create_server() -> FabricLanguageServer:
     server.feature(types.TEXT_DOCUMENT_DID_CHANGE)(on_did_change)
     server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(on_did_save)
     server.feature(types.TEXT_DOCUMENT_DID_CLOSE)(on_did_close)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)(notebook_handlers.on_notebook_did_open)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)(notebook_handlers.on_notebook_did_change)
+    server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)(notebook_handlers.on_notebook_did_close)
     server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(on_did_change_watched_files)
     server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(on_did_change_configuration)
     server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)(on_did_change_workspace_folders)

@@ -27,6 +27,7 @@ from fabric_ls.lsp.documents import (
     diagnostic_key,
     normal_path,
 )
+from fabric_ls.lsp.notebooks import NOTEBOOK_SYNC, NotebookViews
 from fabric_ls.lsp.worker import AnalysisWorker, RecordBook
 from fabric_ls.settings import Settings
 
@@ -47,7 +48,10 @@ class FabricLanguageServer(LanguageServer):
             version=__version__,
             protocol_cls=protocol.FabricProtocol,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=NOTEBOOK_SYNC,
         )
+        # Open notebooks: each is one tracked document (its program), shown per cell.
+        self.notebooks = NotebookViews()
         self.record_for = RecordBook()
         self.worker = AnalysisWorker(self.record_for)
         self.initialization_options: Any = None
@@ -328,12 +332,18 @@ class FabricLanguageServer(LanguageServer):
         self.remember(uri, outcome)
         if external and (previous is None or previous.analysis.fabric_sites != outcome.analysis.fabric_sites):
             self.request_refreshes(views=True)
-        if self.pull_mode:
+        if self.pull_mode and not self.notebook_cells_pushed(uri):
             if external and self.served.get(uri) not in (None, self.view(uri)[2]):
                 self.request_refreshes(diagnostics=True)
         else:
             self.publish(uri, force)
         self.share_contributions(uri, outcome)
+
+    def notebook_cells_pushed(self, uri: str) -> bool:
+        """A notebook whose cells the client has never pulled: VS Code pulls scripts but not cells,
+        so a notebook's diagnostics are pushed until the client pulls one of its cells."""
+        notebook = self.notebooks.notebooks.get(uri)
+        return notebook is not None and not any(cell in self.served for cell in notebook.cell_uris.values())
 
     def view(self, uri: str) -> tuple[Optional[int], list[types.Diagnostic], str]:
         """What the client should show for ``uri`` (version, diagnostics, result id): the diagnostics
@@ -377,6 +387,12 @@ class FabricLanguageServer(LanguageServer):
         if not force and self.published.get(uri) == stamp:
             return
         self.published[uri] = stamp
+        notebook = self.notebooks.notebooks.get(uri)
+        if notebook is not None and document is not None:
+            from fabric_ls.lsp.notebook_handlers import publish_cells
+
+            publish_cells(self, notebook, document.path, diagnostics)
+            return
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
         )

@@ -28,6 +28,7 @@ from fabric_ls.lsp import convert
 from fabric_ls.lsp.documents import DocumentState, Outcome, normal_path
 from fabric_ls.lsp.present import Context, present
 from fabric_ls.model import Analysis, Finding
+from fabric_ls.notebook import NOTEBOOK_SUFFIX
 
 logger = logging.getLogger("fabric_ls.worker")
 
@@ -315,7 +316,11 @@ class AnalysisWorker:
         if self.delay:
             time.sleep(self.delay)
         try:
-            analysis = engine.analyze_source(document.source, document.path, document.settings, state.project)
+            # A notebook's program (fabric_ls.lsp.notebooks) runs in an interactive session.
+            interactive = document.path.endswith(NOTEBOOK_SUFFIX)
+            analysis = engine.analyze_source(
+                document.source, document.path, document.settings, state.project, interactive=interactive
+            )
         except Exception:
             self.stats["failures"] += 1
             logger.exception("analysis of %s failed", document.path)

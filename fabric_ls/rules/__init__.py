@@ -10,6 +10,10 @@ Optional attributes say how the engine presents it:
   strategy matrix (which changes the strategy, not the machine) leaves it out;
 - ``NAMES_STRATEGY = False``: the message does not depend on the strategy, so it is not tagged with it;
 - ``JUDGES_MISSING_ARGUMENTS = True``: the rule waits until a call being typed is closed.
+- ``SAMPLES_INTERACTIVE = True``: the samples are notebook code (the engine's ``interactive``; the
+  differential harness runs them in an interactive session);
+- ``DIFFERENTIAL_LIMIT``: why the samples cannot run under Lightning on a CPU machine; a test of its
+  own proves the rule instead.
 
 ``LIGHTNING_ORDER`` is the one place that says in which order Lightning runs its checks.
 """
@@ -32,9 +36,14 @@ LIGHTNING_ORDER: tuple[str, ...] = (
     "FAB021",
     "FAB018",
     "FAB022",
+    # then, once the strategy has its launcher, the interactive check (connector.py:522).
+    "FAB030",
     # launch(): the CLI check, the function check, then the launcher's own checks.
     "FAB017",
     "FAB006",
+    # the multiprocessing launcher's entry checks (launchers/multiprocessing.py:97-100)
+    "FAB031",
+    "FAB032",
     "FAB019",
     "FAB020",
     # ... then the strategy's setup_environment (DeepSpeed's device-index check).

@@ -236,8 +236,9 @@ def train(fabric):
     pass
 
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
-fabric.launch(train)
+if __name__ == "__main__":
+    fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+    fabric.launch(train)
 """,
 ]
 INVALID = [

@@ -37,8 +37,10 @@ def test_every_step_ran(vscode_run: dict) -> None:
         "the bundled server starts in the Python extension's active environment",
         "FAB001 squiggle on the setup_optimizers line",
         "Problems panel shows FAB001 from fabric-ls",
+        "the FAB001 link in the Problems panel opens the installed rule page as a preview",
         "hover on the setup call shows the resolved strategy",
         "quick fix with Ctrl+. removes the diagnostic",
+        "a notebook: the FAB016 squiggle is on its cell's loss.backward() line",
         "Fabric LS: Restart Server command restarts the server",
         "the settings editor lists the extension's settings with descriptions",
         "setting fabricLs.interpreter to a bare virtualenv runs the bundled server in it",
@@ -48,6 +50,12 @@ def test_every_step_ran(vscode_run: dict) -> None:
         "fabricLs.importStrategy fromEnvironment runs the fabric-ls installed in the interpreter",
         "selecting another environment in the Python extension restarts the server in it",
     ]
+
+
+def test_a_notebook_cell_gets_its_diagnostic(vscode_run: dict) -> None:
+    # tests/notebooks/mixed_precision_backward.ipynb, opened in VS Code's notebook editor.
+    assert "FAB016" in vscode_run["notebookProblems"]
+    assert "fabric-ls" in vscode_run["notebookProblems"]
 
 
 def test_output_channel_logs_the_interpreter_and_the_trace(vscode_run: dict) -> None:

@@ -86,6 +86,16 @@ def _describe(exc: BaseException | None, script_path: str, lightning_dirs: list[
 
 
 def _run_one(case: dict[str, Any], lightning_dirs: list[str], snapshot: Any) -> dict[str, Any]:
+    from lightning_harness import fakes, session
+
+    session.set_session(fakes.PACKAGES, case.get("interactive", False), case.get("cuda_bad_fork", False))
+    try:
+        return _run_script(case, lightning_dirs, snapshot)
+    finally:
+        session.set_session(fakes.PACKAGES, False, False)
+
+
+def _run_script(case: dict[str, Any], lightning_dirs: list[str], snapshot: Any) -> dict[str, Any]:
     script_path = case["path"]
     script_dir = os.path.dirname(script_path)
     out_path, err_path = script_path + ".stdout", script_path + ".stderr"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Callable, Iterator
 
-from . import stubs
+from . import session, stubs
 
 PACKAGES = ("lightning.fabric", "lightning_fabric")
 
@@ -217,6 +217,8 @@ def _fake_launchers(package: str) -> None:
             multiprocessing._check_bad_cuda_fork()
         if self._start_method == "spawn":
             multiprocessing._check_missing_main_guard()
+            # Each spawned child imports the script again before it runs the function (FAB032).
+            session.import_main_as_spawned_child()
         os.environ["MASTER_PORT"] = str(self._strategy.cluster_environment.main_port)
         distributed._set_num_threads_if_needed(num_processes=self._strategy.num_processes)
         os.environ["LOCAL_RANK"] = "0"

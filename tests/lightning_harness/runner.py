@@ -33,11 +33,16 @@ class Script:
         source: The script's Python source.
         env: Extra environment variables for this script only (applied on top of the batch's ``env``).
         timeout: Seconds this script may run; ``None`` uses the batch's ``timeout``.
+        interactive: Run it in an interactive session (a notebook kernel): Lightning's ``_IS_INTERACTIVE``.
+        cuda_bad_fork: Run it in a process forked from a parent that had initialised CUDA (torch's
+            ``torch.cuda._is_in_bad_fork()`` is true), as each child of a fork launch is then.
     """
 
     source: str
     env: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    interactive: bool = False
+    cuda_bad_fork: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,15 @@ def _run_in_workers(
             script_path = case_dir / "train.py"
             script_path.write_text(case.source, encoding="utf-8")
             case_timeout = timeout if case.timeout is None else case.timeout
-            job_cases.append({"path": str(script_path), "env": case.env, "timeout": case_timeout})
+            job_cases.append(
+                {
+                    "path": str(script_path),
+                    "env": case.env,
+                    "timeout": case_timeout,
+                    "interactive": case.interactive,
+                    "cuda_bad_fork": case.cuda_bad_fork,
+                }
+            )
         results_path = job_dir / "results.jsonl"
         job_path = job_dir / "job.json"
         job = {"profile": profile, "env": env, "results": str(results_path), "cases": job_cases}

@@ -178,6 +178,9 @@ async function startClient(): Promise<void> {
     documentSelector: [
       { scheme: "file", language: "python" },
       { scheme: "untitled", language: "python" },
+      // Python cells of any notebook: the server declares notebookDocumentSync, so the client sends
+      // notebookDocument/did* for them and routes hover and code actions on a cell to the server.
+      { notebook: "*", language: "python" },
     ],
     outputChannel: output,
     revealOutputChannelOn: RevealOutputChannelOn.Never,

@@ -4,6 +4,7 @@
 //   E2E_DIR        a fresh folder for code-server's profile, with the extension installed in E2E_DIR/extensions
 //   WORKSPACE      the folder to open; it holds SCRIPT
 //   SCRIPT         the example script with a FAB001 seed error
+//   NOTEBOOK       a notebook in WORKSPACE with a FAB016 error in its sixth cell
 //   FABRIC_PYTHON  an interpreter with fabric-ls installed (fabricLs.importStrategy fromEnvironment)
 //   BARE_PYTHON    a virtualenv without fabric-ls or any of its dependencies: it runs the bundled server
 //   OLD_PYTHON     a Python older than 3.9 (the "needs Python 3.9" notification)
@@ -35,6 +36,8 @@ const FABRIC_PYTHON = env("FABRIC_PYTHON");
 const BARE_PYTHON = env("BARE_PYTHON");
 const OLD_PYTHON = env("OLD_PYTHON");
 const SCRIPT_PATH = path.join(WORKSPACE, SCRIPT);
+// A notebook in WORKSPACE whose loop cell calls loss.backward() under 16-mixed (FAB016).
+const NOTEBOOK = env("NOTEBOOK");
 const USER_DATA = path.join(E2E_DIR, "user-data");
 const SETTINGS_PATH = path.join(USER_DATA, "User", "settings.json");
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
@@ -45,6 +48,9 @@ const started = Date.now();
 function writeSettings() {
   const settings = {
     "workbench.startupEditor": "none",
+    // A file opened from the explorer or a link keeps its tab (a preview tab would be replaced by the
+    // next one: the rule page opened from the Problems panel took the script's tab).
+    "workbench.editor.enablePreview": false,
     "workbench.tips.enabled": false,
     "workbench.enableExperiments": false,
     "workbench.welcomePage.walkthroughs.openOnInstall": false,
@@ -392,6 +398,36 @@ async function run() {
       return `menu: ${items.slice(0, 200)} | problems after: ${markers.slice(0, 120)}`;
     });
 
+    await step("a notebook: the FAB016 squiggle is on its cell's loss.backward() line", async () => {
+      await page.locator(".explorer-folders-view .monaco-list-row", { hasText: NOTEBOOK }).first().click();
+      await page.locator(".notebookOverlay").first().waitFor({ state: "visible", timeout: 30_000 });
+      const markers = await until("FAB016 in the Problems panel", async () => {
+        const text = await markersText();
+        return text.includes("FAB016") ? text : "";
+      }, 60_000);
+      result.notebookProblems = markers;
+      // The loop cell is below the fold: the Problems entry reveals it.
+      await page.locator(".markers-panel .monaco-list-row", { hasText: "FAB016" }).last().click();
+      const cellLine = page.locator(".notebookOverlay .monaco-editor .view-line", { hasText: "loss.backward()" }).first();
+      await cellLine.waitFor({ timeout: 30_000 });
+      const cellSquiggles = ".notebookOverlay .monaco-editor .squiggly-error";
+      await until("a squiggle in a notebook cell", async () => (await page.locator(cellSquiggles).count()) > 0, 60_000);
+      await screenshot("notebook");
+      // Exactly one squiggle, on the loss.backward() line of the loop cell (cell 6 of the notebook).
+      if ((await page.locator(cellSquiggles).count()) !== 1) {
+        throw new Error(`${await page.locator(cellSquiggles).count()} squiggles in the notebook`);
+      }
+      const squiggleBox = await page.locator(cellSquiggles).first().boundingBox();
+      const lineBox = await cellLine.boundingBox();
+      if (!squiggleBox || !lineBox || Math.abs(squiggleBox.y + squiggleBox.height / 2 - (lineBox.y + lineBox.height / 2)) > lineBox.height) {
+        throw new Error(`squiggle at ${JSON.stringify(squiggleBox)}, loss.backward() line at ${JSON.stringify(lineBox)}`);
+      }
+      // Back to the script (its tab stays open), for the steps that follow.
+      await page.locator(".explorer-folders-view .monaco-list-row", { hasText: SCRIPT }).first().click();
+      await page.locator(".monaco-editor .view-lines", { hasText: "fabric.setup(" }).first().waitFor({ timeout: 20_000 });
+      return markers.slice(0, 300);
+    });
+
     await step("Fabric LS: Restart Server command restarts the server", async () => {
       const before = (serverLog().match(/\[client\] server started/g) ?? []).length;
       await page.keyboard.press("F1");
@@ -432,7 +468,7 @@ async function run() {
       if (!description.includes("it needs nothing installed")) {
         throw new Error(`unexpected description: ${description}`);
       }
-      return `${count}; ${description}`;
+      return `${shown}; ${description}`;
     });
 
     const startedCount = () => (serverLog().match(/\[client\] server started/g) ?? []).length;
@@ -553,6 +589,7 @@ async function run() {
       }
       return log;
     });
+
     result.ok = true;
   } finally {
     result.serverLog = serverLog();
