@@ -34,18 +34,23 @@ def _profile(source: str) -> str:
     return "gpu8" if 'accelerator="cuda"' in source else "cpu"
 
 
-def _findings(tmp_path, source: str):
-    return analyze_source(source, str(tmp_path / "train.py")).findings
+def _interactive(rule: str) -> bool:
+    """The rule's examples are notebook code (``SAMPLES_INTERACTIVE``): analysed and run as such."""
+    return bool(getattr(BY_ID.get(rule), "SAMPLES_INTERACTIVE", False))
+
+
+def _findings(tmp_path, source: str, rule: str):
+    return analyze_source(source, str(tmp_path / "train.py"), interactive=_interactive(rule)).findings
 
 
 def _lines(source: str) -> list[str]:
     return [line.rstrip() for line in source.splitlines() if line.strip()]
 
 
-def _fixed(tmp_path, source: str) -> str:
+def _fixed(tmp_path, source: str, rule: str) -> str:
     """Apply every offered fix, re-analyse, repeat (as ``--fix --unsafe-fixes`` does), at most 5 rounds."""
     for _ in range(5):
-        fixes = [f.fix for f in _findings(tmp_path, source) if f.fix is not None]
+        fixes = [f.fix for f in _findings(tmp_path, source, rule) if f.fix is not None]
         if not fixes:
             break
         source = apply_edits(source, fixes[0].edits)
@@ -54,27 +59,27 @@ def _fixed(tmp_path, source: str) -> str:
 
 @pytest.mark.parametrize("rule", CHECKED)
 def test_before_gets_exactly_this_rule(tmp_path, rule):
-    found = [f.code for f in _findings(tmp_path, RECORDS[rule].example_before)]
+    found = [f.code for f in _findings(tmp_path, RECORDS[rule].example_before, rule)]
     assert found and set(found) == {rule}, found
 
 
 @pytest.mark.parametrize("rule", CHECKED)
 def test_after_is_clean(tmp_path, rule):
-    assert [f.code for f in _findings(tmp_path, RECORDS[rule].example_after)] == []
+    assert [f.code for f in _findings(tmp_path, RECORDS[rule].example_after, rule)] == []
 
 
 @pytest.mark.parametrize("rule", [r for r in CHECKED if RECORDS[r].fix is not None])
 def test_the_fix_turns_before_into_after(tmp_path, rule):
     record = RECORDS[rule]
-    (finding,) = [f for f in _findings(tmp_path, record.example_before) if f.code == rule][:1]
+    (finding,) = [f for f in _findings(tmp_path, record.example_before, rule) if f.code == rule][:1]
     assert finding.fix is not None, f"{rule}: the record declares a fix; none is offered on its example"
     assert finding.fix.title == record.fix.title
-    assert _lines(_fixed(tmp_path, record.example_before)) == _lines(record.example_after)
+    assert _lines(_fixed(tmp_path, record.example_before, rule)) == _lines(record.example_after)
 
 
 @pytest.mark.parametrize("rule", [r for r in CHECKED if RECORDS[r].fix is None])
 def test_a_record_without_a_fix_gets_none(tmp_path, rule):
-    assert all(f.fix is None for f in _findings(tmp_path, RECORDS[rule].example_before))
+    assert all(f.fix is None for f in _findings(tmp_path, RECORDS[rule].example_before, rule))
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +91,7 @@ def lightning_outcomes():
     for rule, record in RECORDS.items():
         environment = STARTED_WITH_FABRIC_RUN.get(rule, {})
         for half, source in (("before", record.example_before), ("after", record.example_after)):
-            script = Script(source, env=environment)
+            script = Script(source, env=environment, interactive=_interactive(rule))
             by_profile.setdefault(_profile(source), []).append((f"{rule}-{half}", script))
     outcomes = {}
     for profile, items in by_profile.items():
@@ -95,7 +100,11 @@ def lightning_outcomes():
     return outcomes
 
 
-@pytest.mark.parametrize("rule", list(RECORDS))
+# Rules whose failure no CPU machine shows (CUDA in a forked child) are proven by their own test.
+PROVEN_ELSEWHERE = {rule for rule in CHECKED if getattr(BY_ID[rule], "DIFFERENTIAL_LIMIT", None)}
+
+
+@pytest.mark.parametrize("rule", [rule for rule in RECORDS if rule not in PROVEN_ELSEWHERE])
 def test_lightning_raises_on_before_and_runs_after(tmp_path, lightning_outcomes, rule):
     record = RECORDS[rule]
     before = lightning_outcomes[f"{rule}-before"]
@@ -105,7 +114,7 @@ def test_lightning_raises_on_before_and_runs_after(tmp_path, lightning_outcomes,
             site.error_class == before.error_class for site in record.other_sites
         ), before.message
         if rule in BY_ID:
-            (finding,) = [f for f in _findings(tmp_path, record.example_before) if f.code == rule][:1]
+            (finding,) = [f for f in _findings(tmp_path, record.example_before, rule) if f.code == rule][:1]
             assert finding.span.start_line + 1 == before.line
     else:
         # Lightning raises nothing itself (a hang, a silent misuse, a library's error): one faked

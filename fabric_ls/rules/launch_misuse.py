@@ -128,7 +128,7 @@ def main(fabric, steps):
     fabric.print(f"{steps} steps on {fabric.device}")
 
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
 fabric.launch(main(fabric, 3))
 """,
         9,
@@ -139,7 +139,7 @@ def main(fabric, steps):
     fabric.print(f"{steps} steps on {fabric.device}")
 
 
-fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_spawn")
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
 fabric.launch(main, 3)
 """,
     ),
