@@ -246,9 +246,12 @@ def _join(run: Run, frame: Frame, mark: int, first: Side, second: Side, start_gu
         _apply_side(run, going)
         _relog(run, first, second)
         if not run.fabric_free_depth:
-            # Inside a Fabric-free helper a raise is the helper's business: its callers see the rest.
             run.trail.extend(run.exit_guards, [ended.guard])
-        run.guard = going.guard
+            run.guard = going.guard
+        else:
+            # Inside a Fabric-free helper a raise is the helper's business: its callers see the rest,
+            # on every path (the paths it raised on are not lost: they stay covered).
+            run.guard = guards.or_(ended.guard, going.guard)
         _reraise(going)
         return False
     jumps = {"break", "continue"}
