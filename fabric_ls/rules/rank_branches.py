@@ -17,6 +17,8 @@ ZERO, NONZERO = "zero", "nonzero"
 RANK_ATTRIBUTES = frozenset({"global_rank", "local_rank"})
 ZERO_FLAGS = frozenset({"is_global_zero"})
 _RANK_CALLS = frozenset({"get_rank"})  # torch.distributed.get_rank()
+# Words without which a file holds no rank test (aliases too are bound to one of them).
+_RANK_WORDS = (*RANK_ATTRIBUTES, *ZERO_FLAGS, *_RANK_CALLS, "rank_zero")
 _FLIP = {ZERO: NONZERO, NONZERO: ZERO}
 _MIRRORED: dict[type, ast.cmpop] = {
     ast.Lt: ast.Gt(),
@@ -27,7 +29,8 @@ _MIRRORED: dict[type, ast.cmpop] = {
 _EXITS = (ast.Return, ast.Continue, ast.Break)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module, ast.ClassDef)
 
-_parents_by_tree: dict[int, tuple[ast.Module, dict[int, ast.AST]]] = {}
+_facts_by_tree: dict[int, tuple[ast.Module, dict[int, ast.AST], dict[tuple[int, str], list[ast.expr]]]] = {}
+_MAX_CACHED_TREES = 8
 
 
 @dataclass(frozen=True)
@@ -56,15 +59,37 @@ class RankZeroOnly:
 
 
 def _parents(parsed: ParsedSource) -> dict[int, ast.AST]:
-    cached = _parents_by_tree.get(id(parsed.tree))
+    return _tree_facts(parsed)[0]
+
+
+def _tree_facts(parsed: ParsedSource) -> tuple[dict[int, ast.AST], dict[tuple[int, str], list[ast.expr]]]:
+    """Each node's parent, and the values assigned to each plain name in each scope (a scope holds
+    the assignments of the scopes inside it too): one pass over the tree, kept for the latest trees."""
+    cached = _facts_by_tree.get(id(parsed.tree))
     if cached is not None and cached[0] is parsed.tree:
-        return cached[1]
+        return cached[1], cached[2]
     parents: dict[int, ast.AST] = {}
-    for node in ast.walk(parsed.tree):
+    assignments: list[ast.Assign] = []
+    stack: list[ast.AST] = [parsed.tree]
+    while stack:
+        node = stack.pop()
         for child in ast.iter_child_nodes(node):
             parents[id(child)] = node
-    _parents_by_tree[id(parsed.tree)] = (parsed.tree, parents)
-    return parents
+            stack.append(child)
+            if isinstance(child, ast.Assign):
+                assignments.append(child)
+    assigned: dict[tuple[int, str], list[ast.expr]] = {}
+    for assignment in assignments:  # (only how many values a name gets matters, not their order)
+        if len(assignment.targets) == 1 and isinstance(assignment.targets[0], ast.Name):
+            scope: Optional[ast.AST] = parents.get(id(assignment))
+            while scope is not None:
+                if isinstance(scope, _SCOPES):
+                    assigned.setdefault((id(scope), assignment.targets[0].id), []).append(assignment.value)
+                scope = parents.get(id(scope))
+    if len(_facts_by_tree) >= _MAX_CACHED_TREES:
+        _facts_by_tree.clear()  # an edit makes a new tree: the old ones are not asked about again
+    _facts_by_tree[id(parsed.tree)] = (parsed.tree, parents, assigned)
+    return parents, assigned
 
 
 def _scope_of(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
@@ -85,15 +110,9 @@ def _is_one(node: ast.expr) -> bool:
 def _alias(name: str, at: ast.AST, parsed: ParsedSource, parents: dict[int, ast.AST]) -> Optional[ast.expr]:
     """The one value ``name`` is bound to in the scope around ``at`` (or the module), if only one."""
     scope = _scope_of(at, parents)
+    assigned = _tree_facts(parsed)[1]
     for where in (scope, parsed.tree) if scope is not parsed.tree else (parsed.tree,):
-        values = [
-            node.value
-            for node in ast.walk(where)
-            if isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id == name
-        ]
+        values = assigned.get((id(where), name), [])
         if len(values) == 1:
             return values[0]
         if values:
@@ -175,6 +194,8 @@ def _early_exit_before(
 
 def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly]:
     """Why ``node`` runs on rank zero only within its function (None: on every rank, as far as seen)."""
+    if not any(word in parsed.text for word in _RANK_WORDS):
+        return None  # no rank test in the file: no tree walk on every keystroke
     parents = _parents(parsed)
     child: ast.AST = node
     parent = parents.get(id(child))
