@@ -12,6 +12,7 @@ only makes that more certain). Then its process group, which this test started, 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,8 +65,9 @@ class Job:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line)
-            ranks = {text.strip() for text in self.lines if text.startswith("launched rank")}
-            if ranks == {"launched rank 0", "launched rank 1"}:
+            # The two processes share the pipe: one's line may land in the middle of the other's.
+            ranks = set(re.findall(r"launched rank (\d)", "".join(self.lines)))
+            if ranks == {"0", "1"}:
                 self.launched.set()
 
     @property

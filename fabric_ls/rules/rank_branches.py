@@ -29,8 +29,10 @@ _MIRRORED: dict[type, ast.cmpop] = {
 _EXITS = (ast.Return, ast.Continue, ast.Break)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module, ast.ClassDef)
 
-_facts_by_tree: dict[int, tuple[ast.Module, dict[int, ast.AST], dict[tuple[int, str], list[ast.expr]]]] = {}
-_MAX_CACHED_TREES = 8
+# Per tree (checked by identity: an id may be reused once a tree is gone), the latest few only.
+_parents_by_statement: dict[tuple[int, int], tuple[ast.Module, dict[int, ast.AST]]] = {}
+_assignments_by_tree: dict[int, tuple[ast.Module, dict[tuple[int, str], list[ast.expr]]]] = {}
+_MAX_CACHED = 64
 
 
 @dataclass(frozen=True)
@@ -58,38 +60,61 @@ class RankZeroOnly:
         return f"under `{text}`"
 
 
-def _parents(parsed: ParsedSource) -> dict[int, ast.AST]:
-    return _tree_facts(parsed)[0]
-
-
-def _tree_facts(parsed: ParsedSource) -> tuple[dict[int, ast.AST], dict[tuple[int, str], list[ast.expr]]]:
-    """Each node's parent, and the values assigned to each plain name in each scope (a scope holds
-    the assignments of the scopes inside it too): one pass over the tree, kept for the latest trees."""
-    cached = _facts_by_tree.get(id(parsed.tree))
+def _parents(parsed: ParsedSource, node: ast.AST) -> dict[int, ast.AST]:
+    """The parent of each node in the top-level statement that holds ``node`` (that statement's
+    parent is the module): the rank tests around a call lie there, and an edit elsewhere in the
+    file does not make the server walk more than that statement again."""
+    top = _top_statement(parsed.tree, node)
+    key = (id(parsed.tree), id(top))
+    cached = _parents_by_statement.get(key)
     if cached is not None and cached[0] is parsed.tree:
-        return cached[1], cached[2]
-    parents: dict[int, ast.AST] = {}
-    assignments: list[ast.Assign] = []
-    stack: list[ast.AST] = [parsed.tree]
+        return cached[1]
+    parents: dict[int, ast.AST] = {id(top): parsed.tree}
+    stack: list[ast.AST] = [top]
     while stack:
-        node = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
+        current = stack.pop()
+        for child in ast.iter_child_nodes(current):
+            parents[id(child)] = current
             stack.append(child)
-            if isinstance(child, ast.Assign):
-                assignments.append(child)
+    if len(_parents_by_statement) >= _MAX_CACHED:
+        _parents_by_statement.clear()  # an edit makes a new tree: the old ones are not asked about again
+    _parents_by_statement[key] = (parsed.tree, parents)
+    return parents
+
+
+def _top_statement(tree: ast.Module, node: ast.AST) -> ast.AST:
+    line = getattr(node, "lineno", None)
+    if line is not None:
+        for statement in tree.body:
+            first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
+            if first <= line <= (statement.end_lineno or statement.lineno):
+                return statement
+    return tree
+
+
+def _assignments(parsed: ParsedSource) -> dict[tuple[int, str], list[ast.expr]]:
+    """The values assigned to each plain name in each scope (a scope holds the assignments of the
+    scopes inside it too); walked once per tree, when a rank test names a variable."""
+    cached = _assignments_by_tree.get(id(parsed.tree))
+    if cached is not None and cached[0] is parsed.tree:
+        return cached[1]
     assigned: dict[tuple[int, str], list[ast.expr]] = {}
-    for assignment in assignments:  # (only how many values a name gets matters, not their order)
-        if len(assignment.targets) == 1 and isinstance(assignment.targets[0], ast.Name):
-            scope: Optional[ast.AST] = parents.get(id(assignment))
-            while scope is not None:
-                if isinstance(scope, _SCOPES):
-                    assigned.setdefault((id(scope), assignment.targets[0].id), []).append(assignment.value)
-                scope = parents.get(id(scope))
-    if len(_facts_by_tree) >= _MAX_CACHED_TREES:
-        _facts_by_tree.clear()  # an edit makes a new tree: the old ones are not asked about again
-    _facts_by_tree[id(parsed.tree)] = (parsed.tree, parents, assigned)
-    return parents, assigned
+    stack: list[tuple[ast.AST, tuple[int, ...]]] = [(parsed.tree, (id(parsed.tree),))]
+    while stack:
+        current, scopes = stack.pop()
+        for child in ast.iter_child_nodes(current):
+            if (
+                isinstance(child, ast.Assign)
+                and len(child.targets) == 1
+                and isinstance(child.targets[0], ast.Name)
+            ):
+                for scope in scopes:
+                    assigned.setdefault((scope, child.targets[0].id), []).append(child.value)
+            stack.append((child, (*scopes, id(child)) if isinstance(child, _SCOPES) else scopes))
+    if len(_assignments_by_tree) >= _MAX_CACHED:
+        _assignments_by_tree.clear()
+    _assignments_by_tree[id(parsed.tree)] = (parsed.tree, assigned)
+    return assigned
 
 
 def _scope_of(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
@@ -110,7 +135,7 @@ def _is_one(node: ast.expr) -> bool:
 def _alias(name: str, at: ast.AST, parsed: ParsedSource, parents: dict[int, ast.AST]) -> Optional[ast.expr]:
     """The one value ``name`` is bound to in the scope around ``at`` (or the module), if only one."""
     scope = _scope_of(at, parents)
-    assigned = _tree_facts(parsed)[1]
+    assigned = _assignments(parsed)
     for where in (scope, parsed.tree) if scope is not parsed.tree else (parsed.tree,):
         values = assigned.get((id(where), name), [])
         if len(values) == 1:
@@ -134,7 +159,7 @@ def _is_rank(node: ast.expr, parsed: ParsedSource, parents: dict[int, ast.AST], 
 
 def rank_test(node: ast.expr, parsed: ParsedSource, depth: int = 0) -> Optional[str]:
     """ZERO when the test holds on rank zero only, NONZERO when on every other rank only."""
-    parents = _parents(parsed)
+    parents = _parents(parsed, node)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = rank_test(node.operand, parsed, depth)
         return _FLIP[inner] if inner else None
@@ -196,7 +221,7 @@ def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly
     """Why ``node`` runs on rank zero only within its function (None: on every rank, as far as seen)."""
     if not any(word in parsed.text for word in _RANK_WORDS):
         return None  # no rank test in the file: no tree walk on every keystroke
-    parents = _parents(parsed)
+    parents = _parents(parsed, node)
     child: ast.AST = node
     parent = parents.get(id(child))
     while parent is not None:
