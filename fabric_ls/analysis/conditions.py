@@ -143,7 +143,9 @@ class ConditionsMixin:
         if not feasible:
             return 0
         if len(feasible) == 1:
-            index = feasible[0]
+            # The one option this path allows: nothing to decide (and the paths where no option
+            # holds, where the value does not exist, go on with it rather than end).
+            return feasible[0]
         elif self.splittable and self.decisions.narrows and not whole_run:
             raise _SplitHere(key, [option_guards[i] for i in feasible])
         else:

@@ -137,7 +137,19 @@ def run_branches(
 
 
 def run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Callable[[], Any]]]) -> Any:
-    """Evaluate each alternative under its guard on one state; their results, joined."""
+    """Evaluate each alternative under its guard on one state; their results, joined.
+
+    The paths of the current guard that no alternative's guard holds on (the options of a value
+    need not cover every path: where an object does not exist, it has none) go on too: a call on
+    one of several values is not a reason for a path to end."""
+    start = run.guard
+    result = _run_alternatives(run, frame, alternatives)
+    uncovered = run.guards.and_(start, run.guards.not_(run.guards.any_of([g for g, _ in alternatives])))
+    run.guard = run.guards.or_(run.guard, uncovered)
+    return result
+
+
+def _run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Callable[[], Any]]]) -> Any:
     if len(alternatives) == 1:
         guard, evaluate = alternatives[0]
         run.guard = guard
@@ -150,7 +162,7 @@ def run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Calla
         alternatives[0][0],
         alternatives[0][1],
         rest_guard,
-        lambda: run_alternatives(run, frame, rest),
+        lambda: _run_alternatives(run, frame, rest),
     )
 
 
