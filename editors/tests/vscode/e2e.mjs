@@ -340,6 +340,10 @@ async function run() {
       }, 30_000);
       await screenshot("rule-page");
       await page.keyboard.press("Control+W");
+      // Back to the script for the steps that follow: closing the preview need not show it again
+      // (the page may have opened beside it, or as a tab of its own in the script's group).
+      await page.locator(".explorer-folders-view .monaco-list-row", { hasText: SCRIPT }).first().click();
+      await page.locator(".monaco-editor .view-lines", { hasText: "setup_optimizers" }).first().waitFor({ timeout: 20_000 });
       return `${tab.trim()}: ${preview.trim()}`;
     });
 
