@@ -292,3 +292,23 @@ def test_the_answer_does_not_depend_on_what_was_checked_before(tmp_path, order):
     results = {name: found(check(tmp_path, sources[name], name)) for name in order}
     alone = {name: found(check(tmp_path, sources[name], name)) for name in sources}
     assert results == alone
+
+
+def test_a_parameter_compared_with_a_constant_is_named_once(tmp_path):
+    # litgpt's LLM.distribute: "`generate_strategy` is 'tensor_parallel'" says it was given a value; the
+    # condition does not say that again.
+    analysis = check(
+        tmp_path,
+        """\
+        import lightning as L
+
+
+        def distribute(generate_strategy=None):
+            if generate_strategy == "tensor_parallel":
+                fabric = L.Fabric(accelerator="cuda", devices=2, strategy="ddp")
+                fabric.barrier()
+        """,
+    )
+    assert [(f.code, f.span.start_line + 1, f.condition) for f in analysis.findings] == [
+        ("FAB009", 7, "`generate_strategy` is 'tensor_parallel'")
+    ]

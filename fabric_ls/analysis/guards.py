@@ -65,6 +65,7 @@ class Guards:
         self._equalities: dict[str, list[int]] = {}
         self._equality_subject: dict[int, str] = {}
         self._equality_literals: dict[str, int] = {}
+        self._equality_implies: dict[int, tuple[str, int]] = {}
         self._options: dict[tuple[int, int], int] = {}
 
     # ----- nodes ---------------------------------------------------------------------
@@ -153,8 +154,10 @@ class Guards:
         others = self._equalities.setdefault(subject, [])
         for other in others:
             literal = self.and_(literal, self.not_(self.option(other, 0)))
-        if implied is not None and implied[0] in self._decision_index:
-            literal = self.and_(literal, self.option(self._decision_index[implied[0]], implied[1]))
+        if implied is not None:
+            self._equality_implies[decision] = implied
+            if implied[0] in self._decision_index:
+                literal = self.and_(literal, self.option(self._decision_index[implied[0]], implied[1]))
         others.append(decision)
         self._equality_subject[decision] = subject
         self._equality_literals[key] = literal
@@ -332,14 +335,19 @@ class Guards:
             )
             if len(allowed) < self.option_count(decision):
                 clause[decision] = allowed
-        # "`s` is 'ddp'" already says it is not 'fsdp': the constants tested before it go unsaid.
-        named = {
-            self._equality_subject[d] for d, a in clause.items() if d in self._equality_subject and a == {0}
+        # "`s` is 'ddp'" already says it is not 'fsdp' (the constants tested before it go unsaid),
+        # and that `s` was given a value (what the equality implies).
+        held = [d for d, a in clause.items() if d in self._equality_subject and a == {0}]
+        named = {self._equality_subject[d] for d in held}
+        implied = {
+            (self._decision_index.get(key), option)
+            for key, option in (self._equality_implies[d] for d in held if d in self._equality_implies)
         }
         return {
             d: a
             for d, a in clause.items()
             if not (d in self._equality_subject and a == {1} and self._equality_subject[d] in named)
+            and not (len(a) == 1 and (d, next(iter(a))) in implied)
         }
 
     def _clause_text(self, clause: dict[int, frozenset[int]]) -> str:
