@@ -201,7 +201,7 @@ def merge_findings(
             summary = exploration.roots[root]
             fires = guards.any_of([guard for guard, _ in fired])
             members.extend(observed for _, observed in fired)
-            covered_all = guards.implies(guards.domain, summary.covered)
+            covered_all = summary.covered == TRUE
             # Paths the script ends by itself without firing, and paths no run took, do not count.
             dont_care = guards.or_(
                 guards.and_(summary.exits, guards.not_(fires)), guards.not_(summary.covered)

@@ -8,12 +8,12 @@ integer, "always" is ``guard == TRUE`` and contradictions are ``FALSE``.
 
 A decision with two options is one variable (true = its first option); one with
 k options has k - 1 variables read in order (the first set picks the option, none
-set picks the last), so every assignment is exactly one option. Constraints that
-conditions treat as given (``Guards.domain``) are left for facts such as "a value
-compared with a constant was given".
+set picks the last), so every assignment is exactly one option; an equality with a
+constant carries what it implies ("the parameter was given") in its own literal.
+No combination of variables is impossible, so no constraint is kept beside the guards.
 
 ``describe`` turns a guard into the text a person reads: an irredundant sum of
-products (Minato–Morreale ISOP, with everything outside the domain as don't-care),
+products (Minato–Morreale ISOP, with the caller's don't-care region),
 each decision named once per clause.
 
 We keep our own small ROBDD rather than depend on ``dd``: the guards have tens of
@@ -57,9 +57,7 @@ class Guards:
         self._decision_index: dict[str, int] = {}
         # Decision index → the variable levels of its options.
         self._decision_variables: list[list[int]] = []
-        self.domain = TRUE
         self.operations = 0
-        self._feasible: dict[tuple[int, int], bool] = {}
         self._support: dict[int, frozenset[int]] = {}
         # Subject → the equality decisions made for it, in order; and each one's literal.
         self._equalities: dict[str, list[int]] = {}
@@ -97,7 +95,7 @@ class Guards:
 
         A decision with k > 2 options has k - 1 variables, read in order: the first one set picks
         its option, none set picks the last. Every assignment is one option, so "exactly one of
-        them" needs no constraint in the domain (and a feasibility test no conjunction with it)."""
+        them" needs no constraint (and a feasibility test is one conjunction)."""
         index = self._decision_index.get(info.key)
         if index is not None:
             return index
@@ -141,7 +139,7 @@ class Guards:
 
         One variable per constant it is compared with, read in order like a decision's: the
         literal for a constant is its variable set and those of the constants before it unset, so
-        "is 'ddp'" and "is 'fsdp'" never hold together, with nothing added to the domain.
+        "is 'ddp'" and "is 'fsdp'" never hold together by construction.
         ``implied``: a decision's option the equality implies ("the parameter is 'ddp'" implies
         "the parameter was given"), part of the literal (if that decision exists).
         """
@@ -215,23 +213,10 @@ class Guards:
             return TRUE
         return self.ite(f, TRUE, g) if f < g else self.ite(g, TRUE, f)
 
-    def implies(self, f: int, g: int) -> bool:
-        return self.and_(f, self.not_(g)) == FALSE
-
     def feasible(self, f: int, g: int = TRUE) -> bool:
-        """Some combination allowed by the domain satisfies ``f`` (and ``g``)."""
-        both = self.and_(f, g)
-        if both <= TRUE:
-            return both == TRUE
-        if self.domain == TRUE:
-            return True
-        key = (both, self.domain)
-        found = self._feasible.get(key)
-        if found is None:
-            # A guard about other decisions than the domain's agrees with some combination of it.
-            disjoint = not (self.support(both) & self.support(self.domain))
-            found = self._feasible[key] = disjoint or self.and_(both, self.domain) != FALSE
-        return found
+        """Some combination of decisions satisfies ``f`` (and ``g``): every assignment of the
+        variables is a combination the script can take, so that is "the conjunction is not FALSE"."""
+        return self.and_(f, g) != FALSE
 
     def support(self, f: int) -> frozenset[int]:
         """The variables (levels) ``f`` depends on."""
@@ -291,8 +276,8 @@ class Guards:
         return cubes, function
 
     def describe(self, guard: int, dont_care: int = FALSE, max_clauses: int = 3) -> Optional[str]:
-        """Text for ``guard``: None when it always holds (outside ``dont_care`` and the domain)."""
-        outside = self.or_(dont_care, self.not_(self.domain))
+        """Text for ``guard``: None when it always holds (outside ``dont_care``)."""
+        outside = dont_care
         upper = self.or_(guard, outside)
         if upper == TRUE:
             return None
