@@ -312,3 +312,44 @@ def test_a_parameter_compared_with_a_constant_is_named_once(tmp_path):
     assert [(f.code, f.span.start_line + 1, f.condition) for f in analysis.findings] == [
         ("FAB009", 7, "`generate_strategy` is 'tensor_parallel'")
     ]
+
+
+def test_a_split_statement_keeps_the_paths_a_helper_raised_on_before_the_split(tmp_path):
+    # `load_config` raises on some paths before `fabric.world_size > 1` splits the `with`
+    # statement; the split must still cover every path that entered it, or the deepspeed
+    # paths vanish (this FAB001 was missed) and other findings' conditions name the raise.
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+        from pathlib import Path
+
+        import torch
+        import lightning as L
+
+
+        def load_config(directory):
+            if not directory.exists():
+                raise FileNotFoundError(directory)
+            return {"width": 32}
+
+
+        def main(fabric, args):
+            with fabric.init_module(empty_init=(fabric.world_size > 1)):
+                config = load_config(args.checkpoint_dir)
+                model = torch.nn.Linear(config["width"], 2)
+            model = fabric.setup_module(model)
+            optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--strategy", choices=["ddp", "deepspeed"], default="ddp")
+            parser.add_argument("--devices", type=int, default=1)
+            parser.add_argument("--checkpoint-dir", type=Path, default=Path("checkpoints"))
+            args = parser.parse_args()
+            fabric = L.Fabric(strategy=args.strategy, devices=args.devices)
+            fabric.launch(main, args)
+        """,
+    )
+    assert found(analysis) == [("FAB001", 19, "warning", "`--strategy` is 'deepspeed'")]

@@ -151,7 +151,11 @@ class ConditionsMixin:
         else:
             index = feasible[self.decisions.choose(key, len(feasible))]
         if self.decisions.narrows:
-            self.guard = guards.and_(self.guard, option_guards[index])
+            taken = option_guards[index]
+            if index == feasible[0]:
+                # Paths where no option holds go on with the first one: they are not dropped.
+                taken = guards.or_(taken, guards.not_(guards.any_of([option_guards[i] for i in feasible])))
+            self.guard = guards.and_(self.guard, taken)
         return index
 
     def _split(self, value: Value, node: ast.AST, frame: Frame, relevant: bool = True) -> Any:
