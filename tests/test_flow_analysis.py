@@ -353,3 +353,49 @@ def test_a_split_statement_keeps_the_paths_a_helper_raised_on_before_the_split(t
         """,
     )
     assert found(analysis) == [("FAB001", 19, "warning", "`--strategy` is 'deepspeed'")]
+
+
+PROPERTY_SCRIPT = """\
+import argparse
+
+import torch
+import lightning as L
+from lightning.fabric.strategies import DeepSpeedStrategy, FSDPStrategy
+
+
+class Trainer:
+    def __init__(self, fabric):
+        self.fabric = fabric
+
+    @property
+    def sharded(self):
+        strategy = self.fabric.strategy
+        if isinstance(strategy, FSDPStrategy):
+            return True
+        return {tail}
+
+    def configure_model(self):
+        with self.fabric.init_module(empty_init=self.sharded):
+            return torch.nn.Linear(4, 2)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--strategy", choices=["ddp", "fsdp", "deepspeed_stage_3"], default="ddp")
+    args = parser.parse_args()
+    fabric = L.Fabric(strategy=args.strategy)
+    fabric.launch()
+    Trainer(fabric).configure_model()
+"""
+
+
+def test_a_property_runs_its_getter_and_reads_the_deepspeed_stage(tmp_path):
+    # `self.sharded` is the getter's result; `strategy.zero_stage_3` is the configured stage
+    # (deepspeed.py zero_stage_3), so stage 3 gets empty_init=True: no FAB003.
+    tail = "isinstance(strategy, DeepSpeedStrategy) and strategy.zero_stage_3"
+    assert found(check(tmp_path, PROPERTY_SCRIPT.replace("{tail}", tail))) == []
+
+
+def test_the_property_twin_that_leaves_stage_3_on_the_cpu_is_warned(tmp_path):
+    analysis = check(tmp_path, PROPERTY_SCRIPT.replace("{tail}", "False"))
+    assert found(analysis) == [("FAB003", 20, "warning", "`--strategy` is 'deepspeed_stage_3'")]

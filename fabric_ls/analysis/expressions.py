@@ -11,6 +11,7 @@ from fabric_ls.analysis.state import (
     MAX_EXPRESSION_DEPTH,
     Frame,
 )
+from fabric_ls.analysis.strategies import is_subclass
 from fabric_ls.analysis.value_ops import (
     _binop,
     _class_attribute,
@@ -97,6 +98,17 @@ class ExpressionsMixin:
             if option is None:
                 return Unknown(text=frame.module.parsed.segment(node))
             return _option_value(option)
+        if isinstance(owner, StrategyAttr):
+            strategy = owner.fabric.site.strategy
+            if (
+                attr == "zero_stage_3"
+                and strategy.zero_stage is not None
+                and strategy.class_name is not None
+                and is_subclass(strategy.class_name, "DeepSpeedStrategy")
+            ):
+                # deepspeed.py zero_stage_3: the config's ZeRO stage is 3.
+                return Const(strategy.zero_stage == 3)
+            return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, FabricObj):
             if attr == "strategy":
                 return StrategyAttr(owner)
@@ -109,6 +121,9 @@ class ExpressionsMixin:
                 return owner.attrs[attr]
             if owner.cls is not None:
                 method = _class_method(owner.cls, attr)
+                if method is not None and _is_property(method.node):
+                    # ``self.sharded`` runs the getter, as Python does.
+                    return self._call_function(method, [owner], {})
                 if method is not None:
                     return BoundMethod(method, owner)
                 class_value = _class_attribute(owner.cls, attr, self, frame)
@@ -422,3 +437,12 @@ class ExpressionsMixin:
 
     def _expr_Await(self, node: ast.Await, frame: Frame) -> Value:
         return self._eval(node.value, frame)
+
+
+def _is_property(node: ast.AST) -> bool:
+    decorators = getattr(node, "decorator_list", [])
+    return any(
+        (isinstance(d, ast.Name) and d.id in ("property", "cached_property"))
+        or (isinstance(d, ast.Attribute) and d.attr == "cached_property")
+        for d in decorators
+    )

@@ -51,6 +51,8 @@ class Guards:
         self._high: list[int] = [0, 1]
         self._unique: dict[tuple[int, int, int], int] = {}
         self._ite_cache: dict[tuple[int, int, int], int] = {}
+        # (f, g) → whether f and g share a satisfying assignment.
+        self._meets: dict[tuple[int, int], bool] = {}
         # Variable level → (decision index, option index or None for a two-option decision).
         self._variables: list[tuple[int, Optional[int]]] = []
         self.decisions: list[DecisionInfo] = []
@@ -216,7 +218,25 @@ class Guards:
     def feasible(self, f: int, g: int = TRUE) -> bool:
         """Some combination of decisions satisfies ``f`` (and ``g``): every assignment of the
         variables is a combination the script can take, so that is "the conjunction is not FALSE"."""
-        return self.and_(f, g) != FALSE
+        if f == FALSE or g == FALSE:
+            return False
+        if f == TRUE or g == TRUE or f == g:
+            return True
+        key = (f, g) if f < g else (g, f)
+        found = self._meets.get(key)
+        if found is None:
+            conjunction = self._ite_cache.get((key[0], key[1], FALSE))
+            if conjunction is not None:
+                found = conjunction != FALSE
+            else:
+                # A walk down both graphs to the first shared satisfying path: no node is built.
+                self.operations += 1
+                level = min(self._level[f], self._level[g])
+                f0, f1 = self._cofactors(f, level)
+                g0, g1 = self._cofactors(g, level)
+                found = self.feasible(f0, g0) or self.feasible(f1, g1)
+            self._meets[key] = found
+        return found
 
     def support(self, f: int) -> frozenset[int]:
         """The variables (levels) ``f`` depends on."""

@@ -13,7 +13,7 @@ import re
 import tokenize
 import warnings
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from fabric_ls.model import Span, SyntaxProblem
 
@@ -59,6 +59,8 @@ class ParsedSource:
     interesting_names: Optional[frozenset[str]] = None
     # The program runs in an interactive session (a notebook's cells): Lightning's `_IS_INTERACTIVE`.
     interactive: bool = False
+    # Facts a rule derives from the tree once per parsed file, by name (the tree never changes).
+    derived: dict[str, Any] = field(default_factory=dict)
 
     def col(self, line0: int, byte_col: int) -> int:
         """Convert an ``ast`` byte column on line ``line0`` to a code-point column."""

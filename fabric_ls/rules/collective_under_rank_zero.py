@@ -164,6 +164,23 @@ fabric.save("checkpoint.ckpt", {"model": model})
         profile="cpu",
     ),
     Case(
+        # The function's own `rank` is its own: the module's alias still names the rank.
+        _HEAD
+        + """rank = fabric.global_rank
+
+
+def describe():
+    rank = "worker"
+    return rank
+
+
+if rank == 0:
+    fabric.save("checkpoint.ckpt", {"model": model})
+""",
+        18,
+        profile="cpu",
+    ),
+    Case(
         _HEAD
         + """
 

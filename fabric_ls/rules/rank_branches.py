@@ -29,11 +29,6 @@ _MIRRORED: dict[type, ast.cmpop] = {
 _EXITS = (ast.Return, ast.Continue, ast.Break)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module, ast.ClassDef)
 
-# Per tree (checked by identity: an id may be reused once a tree is gone), the latest few only.
-_parents_by_statement: dict[tuple[int, int], tuple[ast.Module, dict[int, ast.AST]]] = {}
-_assignments_by_tree: dict[int, tuple[ast.Module, dict[tuple[int, str], list[ast.expr]]]] = {}
-_MAX_CACHED = 64
-
 
 @dataclass(frozen=True)
 class RankZeroOnly:
@@ -60,67 +55,86 @@ class RankZeroOnly:
         return f"under `{text}`"
 
 
-def _parents(parsed: ParsedSource, node: ast.AST) -> dict[int, ast.AST]:
-    """The parent of each node in the top-level statement that holds ``node`` (that statement's
-    parent is the module): the rank tests around a call lie there, and an edit elsewhere in the
-    file does not make the server walk more than that statement again."""
-    top = _top_statement(parsed.tree, node)
-    key = (id(parsed.tree), id(top))
-    cached = _parents_by_statement.get(key)
-    if cached is not None and cached[0] is parsed.tree:
-        return cached[1]
-    parents: dict[int, ast.AST] = {id(top): parsed.tree}
-    stack: list[ast.AST] = [top]
+class _Parents:
+    """The parents of the nodes a rule asks about, found by descending from the module along the
+    children whose source range can hold the node: an edit does not make the server walk the
+    whole statement around a call again (the training loop is most of a script)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self._tree = tree
+        self._parent: dict[int, ast.AST] = {}
+
+    def of(self, node: ast.AST) -> Optional[ast.AST]:
+        if node is self._tree:
+            return None
+        found = self._parent.get(id(node))
+        if found is None and not self._descend(node, guided=True):
+            # Positions that do not nest (f-strings before 3.12): look everywhere.
+            self._descend(node, guided=False)
+        return self._parent.get(id(node))
+
+    def _descend(self, node: ast.AST, guided: bool) -> bool:
+        stack: list[ast.AST] = [self._tree]
+        while stack:
+            current = stack.pop()
+            for child in ast.iter_child_nodes(current):
+                if child is node:
+                    self._parent[id(child)] = current
+                    return True
+                if not guided or _may_hold(child, node):
+                    self._parent[id(child)] = current
+                    stack.append(child)
+        return False
+
+
+def _parents(parsed: ParsedSource) -> _Parents:
+    found = parsed.derived.get("parents")
+    if found is None:
+        found = parsed.derived["parents"] = _Parents(parsed.tree)
+    return found
+
+
+def _may_hold(outer: ast.AST, node: ast.AST) -> bool:
+    """Whether ``node`` can lie inside ``outer``, by their source ranges (no range: it may)."""
+    line = getattr(outer, "lineno", None)
+    inner_line = getattr(node, "lineno", None)
+    if line is None or inner_line is None or getattr(outer, "end_lineno", None) is None:
+        return True
+    first = (line, outer.col_offset)  # type: ignore[attr-defined]
+    decorators = getattr(outer, "decorator_list", None)
+    if decorators:
+        first = min(first, *((d.lineno, d.col_offset) for d in decorators))
+    last = (outer.end_lineno, outer.end_col_offset)  # type: ignore[attr-defined]
+    inner_first = (inner_line, node.col_offset)  # type: ignore[attr-defined]
+    inner_last = (getattr(node, "end_lineno", None) or inner_line, getattr(node, "end_col_offset", None) or 0)
+    return first <= inner_first and inner_last <= last
+
+
+def _assignments(parsed: ParsedSource, scope: ast.AST) -> dict[str, list[ast.expr]]:
+    """The values assigned to each plain name in ``scope`` itself (the functions and classes inside
+    it bind their own names); walked once per scope, when a rank test there names a variable."""
+    by_scope = parsed.derived.setdefault("assignments", {})
+    cached = by_scope.get(id(scope))
+    if cached is not None:
+        return cached
+    assigned: dict[str, list[ast.expr]] = {}
+    stack: list[ast.AST] = [scope]
     while stack:
         current = stack.pop()
         for child in ast.iter_child_nodes(current):
-            parents[id(child)] = current
-            stack.append(child)
-    if len(_parents_by_statement) >= _MAX_CACHED:
-        _parents_by_statement.clear()  # an edit makes a new tree: the old ones are not asked about again
-    _parents_by_statement[key] = (parsed.tree, parents)
-    return parents
-
-
-def _top_statement(tree: ast.Module, node: ast.AST) -> ast.AST:
-    line = getattr(node, "lineno", None)
-    if line is not None:
-        for statement in tree.body:
-            first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", []))])
-            if first <= line <= (statement.end_lineno or statement.lineno):
-                return statement
-    return tree
-
-
-def _assignments(parsed: ParsedSource) -> dict[tuple[int, str], list[ast.expr]]:
-    """The values assigned to each plain name in each scope (a scope holds the assignments of the
-    scopes inside it too); walked once per tree, when a rank test names a variable."""
-    cached = _assignments_by_tree.get(id(parsed.tree))
-    if cached is not None and cached[0] is parsed.tree:
-        return cached[1]
-    assigned: dict[tuple[int, str], list[ast.expr]] = {}
-    stack: list[tuple[ast.AST, tuple[int, ...]]] = [(parsed.tree, (id(parsed.tree),))]
-    while stack:
-        current, scopes = stack.pop()
-        for child in ast.iter_child_nodes(current):
-            if (
-                isinstance(child, ast.Assign)
-                and len(child.targets) == 1
-                and isinstance(child.targets[0], ast.Name)
-            ):
-                for scope in scopes:
-                    assigned.setdefault((scope, child.targets[0].id), []).append(child.value)
-            stack.append((child, (*scopes, id(child)) if isinstance(child, _SCOPES) else scopes))
-    if len(_assignments_by_tree) >= _MAX_CACHED:
-        _assignments_by_tree.clear()
-    _assignments_by_tree[id(parsed.tree)] = (parsed.tree, assigned)
+            targets = child.targets if isinstance(child, ast.Assign) else []
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                assigned.setdefault(targets[0].id, []).append(child.value)  # type: ignore[attr-defined]
+            if not isinstance(child, _SCOPES):
+                stack.append(child)
+    by_scope[id(scope)] = assigned
     return assigned
 
 
-def _scope_of(node: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
-    current = parents.get(id(node))
+def _scope_of(node: ast.AST, parents: _Parents) -> ast.AST:
+    current = parents.of(node)
     while current is not None and not isinstance(current, _SCOPES):
-        current = parents.get(id(current))
+        current = parents.of(current)
     return current if current is not None else node
 
 
@@ -132,20 +146,25 @@ def _is_one(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value == 1 and not isinstance(node.value, bool)
 
 
-def _alias(name: str, at: ast.AST, parsed: ParsedSource, parents: dict[int, ast.AST]) -> Optional[ast.expr]:
-    """The one value ``name`` is bound to in the scope around ``at`` (or the module), if only one."""
+def _alias(name: str, at: ast.AST, parsed: ParsedSource, parents: _Parents) -> Optional[ast.expr]:
+    """The one value ``name`` is bound to in the innermost scope around ``at`` that binds it (as
+    Python looks a name up: the function, the functions around it, the module), if only one."""
     scope = _scope_of(at, parents)
-    assigned = _assignments(parsed)
-    for where in (scope, parsed.tree) if scope is not parsed.tree else (parsed.tree,):
-        values = assigned.get((id(where), name), [])
+    while True:
+        values = _assignments(parsed, scope).get(name, [])
         if len(values) == 1:
             return values[0]
-        if values:
+        if values or scope is parsed.tree:
             return None
-    return None
+        outer = _scope_of(scope, parents)
+        while isinstance(outer, ast.ClassDef):  # a class body is not a scope its methods see
+            outer = _scope_of(outer, parents)
+        if outer is scope:
+            return None  # not inside this tree
+        scope = outer
 
 
-def _is_rank(node: ast.expr, parsed: ParsedSource, parents: dict[int, ast.AST], depth: int = 0) -> bool:
+def _is_rank(node: ast.expr, parsed: ParsedSource, parents: _Parents, depth: int = 0) -> bool:
     if isinstance(node, ast.Attribute):
         return node.attr in RANK_ATTRIBUTES
     if isinstance(node, ast.Call):
@@ -159,7 +178,7 @@ def _is_rank(node: ast.expr, parsed: ParsedSource, parents: dict[int, ast.AST], 
 
 def rank_test(node: ast.expr, parsed: ParsedSource, depth: int = 0) -> Optional[str]:
     """ZERO when the test holds on rank zero only, NONZERO when on every other rank only."""
-    parents = _parents(parsed, node)
+    parents = _parents(parsed)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         inner = rank_test(node.operand, parsed, depth)
         return _FLIP[inner] if inner else None
@@ -219,11 +238,14 @@ def _early_exit_before(
 
 def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly]:
     """Why ``node`` runs on rank zero only within its function (None: on every rank, as far as seen)."""
-    if not any(word in parsed.text for word in _RANK_WORDS):
+    has_rank_words = parsed.derived.get("rank_words")
+    if has_rank_words is None:
+        has_rank_words = parsed.derived["rank_words"] = any(word in parsed.text for word in _RANK_WORDS)
+    if not has_rank_words:
         return None  # no rank test in the file: no tree walk on every keystroke
-    parents = _parents(parsed, node)
+    parents = _parents(parsed)
     child: ast.AST = node
-    parent = parents.get(id(child))
+    parent = parents.of(child)
     while parent is not None:
         if isinstance(parent, ast.If) and child is not parent.test:
             test = rank_test(parent.test, parsed)
@@ -249,7 +271,7 @@ def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly
             return None
         if isinstance(parent, (ast.Lambda, ast.ClassDef, ast.Module)):
             return None
-        child, parent = parent, parents.get(id(parent))
+        child, parent = parent, parents.of(parent)
     return None
 
 
