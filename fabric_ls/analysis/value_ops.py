@@ -274,7 +274,24 @@ def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
     if cached is not None:
         return cached
     names: set[str] = set()
-    for node in ast.walk(parsed.tree):
+    for statement in parsed.tree.body:
+        text = _statement_text(parsed, statement)
+        found = _NAMES_BY_TEXT.get(text)
+        if found is None:
+            found = _names_read_by_fabric_calls(statement)
+            if len(_NAMES_BY_TEXT) >= _MAX_CACHED_FACTS:
+                _NAMES_BY_TEXT.clear()
+            _NAMES_BY_TEXT[text] = found
+        names |= found
+    result = frozenset(names)
+    # Kept on the parsed file itself: an id()-keyed cache would hand a new tree an old answer.
+    parsed.interesting_names = result
+    return result
+
+
+def _names_read_by_fabric_calls(statement: ast.stmt) -> frozenset[str]:
+    names: set[str] = set()
+    for node in ast.walk(statement):
         if isinstance(node, ast.Call):
             func = node.func
             is_api = isinstance(func, ast.Attribute) and func.attr in FABRIC_METHODS
@@ -289,10 +306,7 @@ def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
                     for sub in ast.walk(arg):
                         if isinstance(sub, ast.Name):
                             names.add(sub.id)
-    result = frozenset(names)
-    # Kept on the parsed file itself: an id()-keyed cache would hand a new tree an old answer.
-    parsed.interesting_names = result
-    return result
+    return frozenset(names)
 
 
 def _is_exit_call(func: ast.AST) -> bool:
@@ -399,14 +413,20 @@ def _closure(start: int, edges: dict[int, list[int]]) -> set[int]:
 # their text, so the server does not walk them again on every keystroke.
 _FACTS_BY_TEXT: dict[str, tuple[bool, frozenset[str], frozenset[str]]] = {}
 _MAX_CACHED_FACTS = 4096
+# Top-level statement text → the names Fabric calls in it read (for _interesting_names).
+_NAMES_BY_TEXT: dict[str, frozenset[str]] = {}
+
+
+def _statement_text(parsed: ParsedSource, statement: ast.AST) -> str:
+    start = getattr(statement, "lineno", 1) - 1
+    end = getattr(statement, "end_lineno", None) or start + 1
+    if getattr(statement, "decorator_list", None):
+        start = min(start, min(d.lineno for d in statement.decorator_list) - 1)  # type: ignore[attr-defined]
+    return "\n".join(parsed.lines[start:end])
 
 
 def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, frozenset[str], frozenset[str]]:
-    start = getattr(definition, "lineno", 1) - 1
-    end = getattr(definition, "end_lineno", None) or start + 1
-    if getattr(definition, "decorator_list", None):
-        start = min(start, min(d.lineno for d in definition.decorator_list) - 1)  # type: ignore[attr-defined]
-    text = "\n".join(parsed.lines[start:end])
+    text = _statement_text(parsed, definition)
     found = _FACTS_BY_TEXT.get(text)
     if found is None:
         mentions, loaded, attributes = _definition_facts(definition)
