@@ -399,3 +399,26 @@ def test_a_property_runs_its_getter_and_reads_the_deepspeed_stage(tmp_path):
 def test_the_property_twin_that_leaves_stage_3_on_the_cpu_is_warned(tmp_path):
     analysis = check(tmp_path, PROPERTY_SCRIPT.replace("{tail}", "False"))
     assert found(analysis) == [("FAB003", 20, "warning", "`--strategy` is 'deepspeed_stage_3'")]
+
+
+@pytest.mark.parametrize("name", ["realistic_train_300.py", "realistic_train_3000.py"])
+def test_every_path_of_a_realistic_script_ends_somewhere(name, monkeypatch):
+    # Each root's runs, with the paths that end the script, cover every combination of decisions:
+    # a path dropped on the way would silently narrow every later finding's condition.
+    import fabric_ls.engine as engine
+    from fabric_ls.analysis.guards import TRUE
+
+    explorations = []
+    real_explore = engine.explore
+
+    def observed(*args, **kwargs):
+        explorations.append(real_explore(*args, **kwargs))
+        return explorations[-1]
+
+    monkeypatch.setattr(engine, "explore", observed)
+    script = Path(__file__).parent.parent / "bench" / "scripts" / name
+    analysis = analyze_source(script.read_text(), str(script))
+    assert analysis.notes == []
+    (exploration,) = explorations
+    uncovered = [index for index, root in enumerate(exploration.roots) if root.covered != TRUE]
+    assert len(exploration.roots) > 0 and uncovered == []
