@@ -143,26 +143,31 @@ def run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Calla
     need not cover every path: where an object does not exist, it has none) go on too: a call on
     one of several values is not a reason for a path to end."""
     start = run.guard
-    result = _run_alternatives(run, frame, alternatives)
-    uncovered = run.guards.and_(start, run.guards.not_(run.guards.any_of([g for g, _ in alternatives])))
-    run.guard = run.guards.or_(run.guard, uncovered)
+    guards = run.guards
+    # unions[i]: the paths of alternatives i, i+1, ... (one pass from the end, not one per split).
+    unions = [FALSE] * (len(alternatives) + 1)
+    for index in range(len(alternatives) - 1, -1, -1):
+        unions[index] = guards.or_(alternatives[index][0], unions[index + 1])
+    result = _run_alternatives(run, frame, alternatives, unions, 0)
+    uncovered = guards.and_(start, guards.not_(unions[0]))
+    run.guard = guards.or_(run.guard, uncovered)
     return result
 
 
-def _run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Callable[[], Any]]]) -> Any:
-    if len(alternatives) == 1:
-        guard, evaluate = alternatives[0]
+def _run_alternatives(
+    run: Run, frame: Frame, alternatives: list[tuple[int, Callable[[], Any]]], unions: list[int], first: int
+) -> Any:
+    if first == len(alternatives) - 1:
+        guard, evaluate = alternatives[first]
         run.guard = guard
         return evaluate()
-    rest = alternatives[1:]
-    rest_guard = run.guards.any_of([guard for guard, _ in rest])
     return run_branches(
         run,
         frame,
-        alternatives[0][0],
-        alternatives[0][1],
-        rest_guard,
-        lambda: _run_alternatives(run, frame, rest),
+        alternatives[first][0],
+        alternatives[first][1],
+        unions[first + 1],
+        lambda: _run_alternatives(run, frame, alternatives, unions, first + 1),
     )
 
 
