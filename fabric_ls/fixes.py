@@ -1,4 +1,5 @@
-"""Fixes as minimal text edits on the user's own code, and applying them.
+"""Fixes as minimal text edits on the user's own code: the edit helpers, applying edits, and
+the builders two rules share (a rule's own builder lives in its rule module).
 
 Every builder returns None when the code is not in a shape it can rewrite
 faithfully; a missing fix is better than a wrong one.
@@ -69,7 +70,7 @@ def alone_on_lines(parsed: ParsedSource, statement: ast.stmt) -> bool:
     return not before.strip() and not after.strip()
 
 
-def _delete_lines(parsed: ParsedSource, statement: ast.stmt) -> TextEdit:
+def delete_lines(parsed: ParsedSource, statement: ast.stmt) -> TextEdit:
     span = parsed.span(statement)
     if span.end_line + 1 < len(parsed.lines):
         return TextEdit(Span(span.start_line, 0, span.end_line + 1, 0), "")
@@ -172,143 +173,13 @@ def insert_at_end(parsed: ParsedSource, node: ast.AST, text: str) -> TextEdit:
     return TextEdit(Span(span.end_line, span.end_col, span.end_line, span.end_col), text)
 
 
-def _same_block(first: Optional[StatementPlace], second: Optional[StatementPlace]) -> bool:
+def same_block(first: Optional[StatementPlace], second: Optional[StatementPlace]) -> bool:
     return (
         first is not None
         and second is not None
         and first.block is second.block
         and first.index < second.index
     )
-
-
-def join_setup_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB001: ``model = setup_module(m)`` (or ``setup(m)``) + ``opt = setup_optimizers(o)`` →
-    ``model, opt = setup(m, o)``.
-
-    When ``setup_optimizers`` is the body of an ``if`` that follows the model's setup, the joint
-    setup goes into the ``if`` and an ``else`` sets the model up alone, as before.
-    """
-    place = event.place
-    parsed = event.parsed
-    if place is None or place.statement is None or not event.fabric_text or len(event.args) != 1:
-        return None
-    statement = place.statement
-    optimizer_target, constants = _optimizer_target(statement, event.node)
-    if optimizer_target is None:
-        return None
-    optimizer_name = parsed.segment(optimizer_target)  # as written (``ast`` normalises identifiers)
-    optimizer = event.args[0]
-    inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
-    if not isinstance(inner, Obj) or not inner.params:
-        return None
-    setup_place = inner.params[0].source.setup_place
-    if setup_place is None:
-        return None
-    conditional = None if _same_block(setup_place, place) else _if_holding(setup_place, place)
-    if conditional is None and not _same_block(setup_place, place):
-        return None
-    setup_statement = setup_place.statement
-    model_name = single_target(setup_statement)
-    setup_call = getattr(setup_statement, "value", None)
-    if model_name is None or not isinstance(setup_call, ast.Call) or len(setup_call.args) != 1:
-        return None
-    if not isinstance(setup_call.func, ast.Attribute) or setup_call.func.attr not in (
-        "setup_module",
-        "setup",
-    ):
-        return None
-    if setup_call.keywords or not alone_on_lines(parsed, setup_statement):
-        return None  # keywords such as move_to_device= would be lost in the joint call
-    module_arg = setup_call.args[0]
-    edits: list[TextEdit] = []
-    if isinstance(module_arg, ast.Name):
-        if module_arg.id != model_name:
-            return None
-        edits.append(_delete_lines(parsed, setup_statement))
-    else:
-        edits.append(TextEdit(parsed.span(setup_call), parsed.segment(module_arg)))
-    # Code between the two calls that uses the set-up model would now see the raw one.
-    end = place.index if conditional is None else setup_place.block.index(conditional)
-    between = setup_place.block[setup_place.index + 1 : end]
-    if conditional is not None:
-        if model_name in names_in(conditional.test) or _other_setups(conditional, statement):
-            return None
-        between = [*between, *conditional.body[: place.index]]
-    safe = conditional is None and not any(_uses_beyond_parameters(model_name, s) for s in between)
-    optimizer_text = parsed.segment(event.node.args[0]) if event.node.args else ""
-    if not optimizer_text:
-        return None
-    new_text = f"{model_name}, {optimizer_name} = {event.fabric_text}.setup({model_name}, {optimizer_text})"
-    if constants:
-        lines = [f"{parsed.segment(target)} = {parsed.segment(value)}" for target, value in constants]
-        new_text = (newline_of(parsed) + indent_of(parsed, statement)).join([*lines, new_text])
-    edits.append(TextEdit(parsed.span(statement), new_text))
-    if conditional is not None:
-        newline = newline_of(parsed)
-        alone = f"{model_name} = {parsed.segment(setup_call.func)}({model_name})"
-        text = f"{newline}{indent_of(parsed, conditional)}else:{newline}{indent_of(parsed, statement)}{alone}"
-        edits.append(insert_at_end(parsed, conditional, text))
-    return make_fix("FAB001", edits, safe)
-
-
-def _optimizer_target(
-    statement: ast.stmt, call: ast.Call
-) -> tuple[Optional[ast.expr], list[tuple[ast.expr, ast.expr]]]:
-    """The name ``setup_optimizers`` assigns to, and the other (name, constant) pairs of a tuple
-    assignment such as ``step, optimizer = 0, fabric.setup_optimizers(optimizer)``: split into one
-    assignment each, which is the same when the other values are constants."""
-    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
-        return None, []
-    target, value = statement.targets[0], statement.value
-    if isinstance(target, ast.Name):
-        return (target, []) if value is call else (None, [])
-    if not (isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)):
-        return None, []
-    if len(target.elts) != len(value.elts) or not all(isinstance(e, ast.Name) for e in target.elts):
-        return None, []
-    if call not in value.elts:
-        return None, []
-    index = value.elts.index(call)
-    others = [(t, v) for k, (t, v) in enumerate(zip(target.elts, value.elts)) if k != index]
-    if not all(isinstance(v, ast.Constant) for _, v in others):
-        return None, []
-    return target.elts[index], others
-
-
-def _uses_beyond_parameters(name: str, statement: ast.stmt) -> bool:
-    """``statement`` uses ``name`` other than as ``name.parameters()`` (the same tensors, set up or not)."""
-    harmless = {
-        id(node.func.value)
-        for node in ast.walk(statement)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("parameters", "named_parameters")
-        and isinstance(node.func.value, ast.Name)
-    }
-    return any(
-        isinstance(node, ast.Name) and node.id == name and id(node) not in harmless
-        for node in ast.walk(statement)
-    )
-
-
-def _other_setups(conditional: ast.If, statement: ast.stmt) -> bool:
-    """The ``if`` sets up more than this optimizer: the ``else`` would not mirror it."""
-    return any(
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("setup", "setup_module", "setup_optimizers")
-        for other in conditional.body
-        if other is not statement
-        for node in ast.walk(other)
-    )
-
-
-def _if_holding(setup_place: StatementPlace, place: StatementPlace) -> Optional[ast.If]:
-    """The ``if`` without ``else``, after the setup in its block, whose body holds ``place``."""
-    for statement in setup_place.block[setup_place.index + 1 :]:
-        if isinstance(statement, ast.If) and statement.body is place.block and not statement.orelse:
-            return statement
-    return None
 
 
 def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
@@ -343,14 +214,14 @@ def split_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]:
         optimizer = event.args[1]
         inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
         created = inner.created_place if isinstance(inner, Obj) else None
-        if not _same_block(created, place) or not alone_on_lines(parsed, created.statement):  # type: ignore
+        if not same_block(created, place) or not alone_on_lines(parsed, created.statement):  # type: ignore
             return None
         if single_target(created.statement) != optimizer_arg.id:  # type: ignore[union-attr]
             return None
         between = place.block[created.index + 1 : place.index]  # type: ignore[union-attr]
         if any(optimizer_arg.id in names_in(s) for s in between):
             return None
-        edits.append(_delete_lines(parsed, created.statement))  # type: ignore[union-attr]
+        edits.append(delete_lines(parsed, created.statement))  # type: ignore[union-attr]
         lines.append(parsed.segment(created.statement))  # type: ignore[union-attr]
         lines.append(f"{optimizer_target} = {fabric}.setup_optimizers({optimizer_arg.id})")
     else:
@@ -372,7 +243,7 @@ def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]
     created = inner.created_place
     model = inner.params[0].source
     setup_place = model.setup_place
-    if not (_same_block(created, setup_place) and _same_block(setup_place, place)):
+    if not (same_block(created, setup_place) and same_block(setup_place, place)):
         return None
     model_name = single_target(setup_place.statement)  # type: ignore[union-attr]
     setup_call = getattr(setup_place.statement, "value", None)  # type: ignore[union-attr]
@@ -393,7 +264,7 @@ def move_optimizer_after_setup_fix(event: CallEvent, rule: str) -> Optional[Fix]
     return make_fix(
         rule,
         [
-            _delete_lines(parsed, created.statement),  # type: ignore[union-attr]
+            delete_lines(parsed, created.statement),  # type: ignore[union-attr]
             TextEdit(
                 Span(setup_span.end_line, setup_span.end_col, setup_span.end_line, setup_span.end_col), text
             ),
@@ -417,42 +288,4 @@ def keyword_fix(
             return make_fix(rule, [TextEdit(parsed.span(item.value), new_text)])
     if position is not None and len(call.args) > position:
         return make_fix(rule, [TextEdit(parsed.span(call.args[position]), new_text)])
-    return None
-
-
-def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB016: ``loss.backward()`` → ``fabric.backward(loss)``."""
-    node = event.node
-    if not event.fabric_text or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
-        return None
-    tensor = event.parsed.segment(node.func.value)
-    return make_fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
-
-
-def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB009: call ``fabric.launch()`` right after the Fabric is created."""
-    place = event.fabric.place
-    if place is None or event.fabric.path != event.parsed.path:
-        return None
-    name = single_target(place.statement)
-    if name is None or not alone_on_lines(event.parsed, place.statement):
-        return None
-    text = newline_of(event.parsed) + indent_of(event.parsed, place.statement) + f"{name}.launch()"
-    return make_fix("FAB009", [insert_at_end(event.parsed, place.statement, text)])
-
-
-def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
-    """FAB021: a misspelt registry name → the closest registered one."""
-    from difflib import get_close_matches
-
-    from fabric_ls.analysis.strategies import REGISTRY
-
-    for keyword in event.node.keywords:
-        value = keyword.value
-        if keyword.arg == "strategy" and isinstance(value, ast.Constant) and isinstance(value.value, str):
-            matches = get_close_matches(value.value.lower(), [*REGISTRY, "auto"], n=1, cutoff=0.6)
-            if matches:
-                return make_fix(
-                    "FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))]
-                )
     return None

@@ -10,7 +10,8 @@ from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.strategies import is_single_process, uses_spawn_launcher
-from fabric_ls.fixes import insert_launch_fix
+from fabric_ls.fixes import alone_on_lines, indent_of, insert_at_end, make_fix, newline_of, single_target
+from fabric_ls.model import Fix
 from fabric_ls.rules.common import Case
 
 RULE = "FAB009"
@@ -43,6 +44,18 @@ def check(event: CallEvent) -> Optional[Violation]:
         None if uses_spawn_launcher(strategy.class_name, strategy.start_method) else insert_launch_fix(event)
     )
     return Violation(event.node, {"method": event.method}, fix)
+
+
+def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB009: call ``fabric.launch()`` right after the Fabric is created."""
+    place = event.fabric.place
+    if place is None or event.fabric.path != event.parsed.path:
+        return None
+    name = single_target(place.statement)
+    if name is None or not alone_on_lines(event.parsed, place.statement):
+        return None
+    text = newline_of(event.parsed) + indent_of(event.parsed, place.statement) + f"{name}.launch()"
+    return make_fix("FAB009", [insert_at_end(event.parsed, place.statement, text)])
 
 
 VALID = [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.fixes import fabric_backward_fix
+from fabric_ls.fixes import make_fix
+from fabric_ls.model import Fix, TextEdit
 from fabric_ls.rules.common import Case
 
 RULE = "FAB016"
@@ -28,6 +30,15 @@ def check(event: CallEvent) -> Optional[Violation]:
     if not (always or mixed):
         return None
     return Violation(event.node, {"precision": strategy.precision or "32-true"}, fabric_backward_fix(event))
+
+
+def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
+    """FAB016: ``loss.backward()`` → ``fabric.backward(loss)``."""
+    node = event.node
+    if not event.fabric_text or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
+        return None
+    tensor = event.parsed.segment(node.func.value)
+    return make_fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
 
 
 VALID = [
