@@ -39,3 +39,20 @@ def test_ruff_is_clean() -> None:
     ruff = str(Path(sys.executable).parent / "ruff")
     completed = subprocess.run([ruff, "check", str(PACKAGE)], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stdout
+
+
+def test_the_shared_fixes_module_holds_no_builder_of_one_rule() -> None:
+    # A builder that names its rule (make_fix("FAB001", ...)) belongs in that rule's module;
+    # fixes.py keeps the edit helpers and the builders that take the rule as a parameter.
+    import ast
+
+    tree = ast.parse((PACKAGE / "fixes.py").read_text(encoding="utf-8"))
+    named = sorted(
+        node.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "make_fix"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    )
+    assert named == []
