@@ -179,11 +179,24 @@ class Guards:
         if found is not None:
             return found
         self.operations += 1
-        level = min(self._level[f], self._level[g], self._level[h])
-        f0, f1 = self._cofactors(f, level)
-        g0, g1 = self._cofactors(g, level)
-        h0, h1 = self._cofactors(h, level)
-        result = self._node(level, self.ite(f0, g0, h0), self.ite(f1, g1, h1))
+        # Cofactors inlined: this is the hottest function of the analysis.
+        levels, lows, highs = self._level, self._low, self._high
+        f_level, g_level, h_level = levels[f], levels[g], levels[h]
+        level = f_level if f_level < g_level else g_level
+        if h_level < level:
+            level = h_level
+        f0, f1 = (lows[f], highs[f]) if f_level == level else (f, f)
+        g0, g1 = (lows[g], highs[g]) if g_level == level else (g, g)
+        h0, h1 = (lows[h], highs[h]) if h_level == level else (h, h)
+        low = self.ite(f0, g0, h0)
+        high = self.ite(f1, g1, h1)
+        if low == high:
+            result = low
+        else:
+            node_key = (level, low, high)
+            result = self._unique.get(node_key)  # type: ignore[assignment]
+            if result is None:
+                result = self._node(level, low, high)
         self._ite_cache[key] = result
         return result
 
@@ -231,10 +244,16 @@ class Guards:
             else:
                 # A walk down both graphs to the first shared satisfying path: no node is built.
                 self.operations += 1
-                level = min(self._level[f], self._level[g])
-                f0, f1 = self._cofactors(f, level)
-                g0, g1 = self._cofactors(g, level)
-                found = self.feasible(f0, g0) or self.feasible(f1, g1)
+                levels = self._level
+                f_level, g_level = levels[f], levels[g]
+                if f_level == g_level:
+                    found = self.feasible(self._low[f], self._low[g]) or self.feasible(
+                        self._high[f], self._high[g]
+                    )
+                elif f_level < g_level:
+                    found = self.feasible(self._low[f], g) or self.feasible(self._high[f], g)
+                else:
+                    found = self.feasible(f, self._low[g]) or self.feasible(f, self._high[g])
             self._meets[key] = found
         return found
 
