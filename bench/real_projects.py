@@ -243,6 +243,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         packages = [(n, v) for n, v in PACKAGES if _normal(n) in wanted]
     expected = load_expected() if not args.strategy else []
     expected_keys = {(e["package"], e["path"], int(e["line"]), e["code"]) for e in expected}
+    # An entry's "when" is the condition the warning must print (the reason it is real).
+    expected_when = {
+        (e["package"], e["path"], int(e["line"]), e["code"]): e["when"] for e in expected if "when" in e
+    }
     seen_keys: set[tuple[str, str, int, str]] = set()
 
     archives = download(packages)
@@ -288,6 +292,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             elif not listed:
                 failures.append(f"{name}: warning {finding['code']} at {finding['path']}:{finding['line']} "
                                 "is not in bench/expected_warnings.json")
+            elif key in expected_when and finding["condition"] != expected_when[key]:
+                failures.append(f"{name}: {finding['code']} at {finding['path']}:{finding['line']} says "
+                                f"when {finding['condition']!r}, expected {expected_when[key]!r}")
         notes = [line for line in result["stderr"].splitlines() if ": note: " in line or "syntax error" in line]
         if notes:
             print(f"   {len(notes)} notes on stderr, e.g. {notes[0]}")
