@@ -69,3 +69,43 @@ def test_a_broken_environment_falls_back_with_a_message(tmp_path: Path):
     analysis = analyze_source(SCRIPT.format(module="cfg"), script, Settings(), project)
     assert _codes(analysis) == [("FAB001", 7)]
     assert any("no-such-venv" in note for note in analysis.notes)
+
+
+def test_a_parse_cache_file_cut_short_by_another_process_does_not_lose_the_import(
+    tmp_path: Path, monkeypatch
+):
+    # `check` workers share jedi's on-disk parse cache, which parso writes in place: a file being
+    # written (or left by a killed process) reads short ("Ran out of input", "pickle data was
+    # truncated"). The import must still be found, from a parse of this process's own.
+    import jedi
+    import parso
+    from parso.cache import _get_hashed_path
+
+    import fabric_ls.analysis.jedi_bridge as jedi_bridge
+
+    monkeypatch.setattr(jedi.settings, "cache_directory", str(tmp_path / "jedi-cache"))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "helper.py").write_text('STRATEGY = "deepspeed"\n')
+    script = tmp_path / "train.py"
+    script.write_text("import pkg.helper\n")
+    assert jedi_bridge.JediLocator(str(tmp_path), None, None).find_module("pkg.helper", str(script))
+    grammar = parso.load_grammar()
+    cut = 0
+    for module in ("__init__.py", "helper.py"):
+        cached = Path(
+            _get_hashed_path(
+                grammar._hashed, tmp_path / "pkg" / module, cache_path=Path(jedi.settings.cache_directory)
+            )
+        )
+        if cached.exists():
+            data = cached.read_bytes()
+            cached.write_bytes(data[: len(data) // 2])
+            cut += 1
+    assert cut, "jedi wrote no parse cache to cut short"
+    parso.cache.parser_cache.clear()  # as in a new process: only the files on disk are left
+    jedi_bridge._project.cache_clear()
+    locator = jedi_bridge.JediLocator(str(tmp_path), None, None)
+    assert locator.find_module("pkg.helper", str(script)) == str(tmp_path / "pkg" / "helper.py")
+    assert locator.failures == []
+    assert jedi.settings.cache_directory == str(tmp_path / "jedi-cache")

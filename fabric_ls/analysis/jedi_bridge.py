@@ -6,11 +6,16 @@ namespace packages and stubs. Answers are cached per (importing folder, module).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import pickle
+import shutil
+import tempfile
 import threading
+from contextlib import contextmanager
 from functools import lru_cache
-from typing import Optional
+from typing import Iterator, Optional
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +89,13 @@ class JediLocator:
 
         def work() -> None:
             try:
-                import jedi
-
-                code = f"import {dotted}\n"
-                # Without a chosen interpreter, jedi reads this process's own environment in-process:
-                # no helper subprocess (which dies under load with "Ran out of input").
-                environment = None if self.python else jedi.InterpreterEnvironment()
-                script = jedi.Script(
-                    code, path=from_path, project=_project(self.root, self.python), environment=environment
-                )
-                names = script.goto(1, len(code) - 2, follow_imports=True)
-                for name in names:
-                    if name.module_path is not None:
-                        result[0] = str(name.module_path)
-                        return
+                try:
+                    result[0] = self._module_file(dotted, from_path)
+                except (EOFError, pickle.UnpicklingError):
+                    # parso's on-disk cache is written in place: a file another process (a `check`
+                    # worker) is writing, or a killed one left, reads short. Read nothing from it.
+                    with _private_parso_cache():
+                        result[0] = self._module_file(dotted, from_path)
             except Exception as error:  # jedi bugs must never reach the user
                 self.failures.append(f"jedi failed on `import {dotted}`: {error}")
 
@@ -111,6 +109,41 @@ class JediLocator:
             self.failures.append(f"jedi took over {self.timeout}s on `import {dotted}`; used the import path")
             return None
         return result[0]
+
+    def _module_file(self, dotted: str, from_path: str) -> Optional[str]:
+        import jedi
+
+        code = f"import {dotted}\n"
+        # Without a chosen interpreter, jedi reads this process's own environment in-process:
+        # no helper subprocess (which dies under load with "Ran out of input").
+        environment = None if self.python else jedi.InterpreterEnvironment()
+        script = jedi.Script(
+            code, path=from_path, project=_project(self.root, self.python), environment=environment
+        )
+        for name in script.goto(1, len(code) - 2, follow_imports=True):
+            if name.module_path is not None:
+                return str(name.module_path)
+        return None
+
+
+_private_cache_directory: list[str] = []
+
+
+@contextmanager
+def _private_parso_cache() -> Iterator[None]:
+    """jedi's parse cache in a folder of this process's own (made once, removed at exit)."""
+    import jedi
+
+    if not _private_cache_directory:
+        folder = tempfile.mkdtemp(prefix="fabric-ls-parso-")
+        atexit.register(shutil.rmtree, folder, True)
+        _private_cache_directory.append(folder)
+    shared = jedi.settings.cache_directory
+    jedi.settings.cache_directory = _private_cache_directory[0]
+    try:
+        yield
+    finally:
+        jedi.settings.cache_directory = shared
 
 
 def environment_problem(python: str) -> Optional[str]:
