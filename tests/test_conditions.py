@@ -64,3 +64,16 @@ def test_at_most_three_clauses_then_a_count():
     assert text is not None
     assert text.endswith("(and 1 more cases)")
     assert text.count(" or ") == 2
+
+
+def test_options_taken_in_turn_cover_every_path_and_stay_apart():
+    # Two options of a merged value that exist only under `tpu` / `compile`: the paths where
+    # neither holds go with the first, so a split on them keeps every path exactly once.
+    guards = Guards()
+    tpu, compile_ = _flag(guards, "tpu"), _flag(guards, "compile")
+    first_only = guards.and_(tpu, guards.not_(compile_))
+    first, second = guards.covering([first_only, compile_])
+    assert guards.or_(first, second) == TRUE
+    assert guards.and_(first, second) == FALSE
+    assert second == compile_
+    assert guards.describe(first) == "not `compile`"

@@ -146,17 +146,14 @@ class ConditionsMixin:
             # The one option this path allows: nothing to decide (and the paths where no option
             # holds, where the value does not exist, go on with it rather than end).
             return feasible[0]
-        elif self.splittable and self.decisions.narrows and not whole_run:
-            raise _SplitHere(key, [option_guards[i] for i in feasible])
-        else:
-            index = feasible[self.decisions.choose(key, len(feasible))]
+        # Taken in turn (a split, or one run per option), these cover every path of the statement.
+        options = guards.covering([option_guards[i] for i in feasible])
+        if self.splittable and self.decisions.narrows and not whole_run:
+            raise _SplitHere(key, options)
+        choice = self.decisions.choose(key, len(feasible))
         if self.decisions.narrows:
-            taken = option_guards[index]
-            if index == feasible[0]:
-                # Paths where no option holds go on with the first one: they are not dropped.
-                taken = guards.or_(taken, guards.not_(guards.any_of([option_guards[i] for i in feasible])))
-            self.guard = guards.and_(self.guard, taken)
-        return index
+            self.guard = guards.and_(self.guard, options[choice])
+        return feasible[choice]
 
     def _split(self, value: Value, node: ast.AST, frame: Frame, relevant: bool = True) -> Any:
         """How a test divides the paths: a bool when it is decided, else (then guard, else guard).

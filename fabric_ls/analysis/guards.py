@@ -271,6 +271,13 @@ class Guards:
     def variables_of_decisions(self, decisions: range) -> frozenset[int]:
         return frozenset(level for d in decisions for level in self._decision_variables[d])
 
+    def covering(self, options: list[int]) -> list[int]:
+        """``options`` with the paths none of them holds on added to the first: together they cover
+        every path, so taking them in turn never drops one (where a value has no option, a path goes
+        on with the first rather than end)."""
+        rest = self.not_(self.any_of(options))
+        return [self.or_(options[0], rest), *options[1:]] if options else options
+
     def any_of(self, guards: list[int]) -> int:
         result = FALSE
         for guard in guards:

@@ -85,8 +85,7 @@ class StatementsMixin:
             self.splittable -= 1
             trail.release(mark)
         guards, start = self.guards, self.guard
-        # Paths where no option holds go with the first: a split never drops a path.
-        first = guards.and_(start, guards.or_(options[0], guards.not_(guards.any_of(options))))
+        first = guards.and_(start, options[0])  # the options cover every path (Guards.covering)
         rest = guards.and_(start, guards.any_of(options[1:]))
         try:
             run_branches(
