@@ -422,3 +422,36 @@ def test_every_path_of_a_realistic_script_ends_somewhere(name, monkeypatch):
     (exploration,) = explorations
     uncovered = [index for index, root in enumerate(exploration.roots) if root.covered != TRUE]
     assert len(exploration.roots) > 0 and uncovered == []
+
+
+TWO_FABRICS_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--cpu", action="store_true")
+args = parser.parse_args()
+if args.cpu:
+    fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
+else:
+    fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model, optimizer = fabric.setup(model, optimizer)
+{tail}
+"""
+
+
+def test_unpacking_what_one_of_two_fabrics_set_up_keeps_the_set_up_model(tmp_path):
+    # `model, optimizer = ...` on a value joined from two paths unpacks each path's tuple: the model
+    # is still the set-up one, so setting it up again is the error Lightning raises (FAB007).
+    analysis = check(tmp_path, TWO_FABRICS_SCRIPT.replace("{tail}", "model = fabric.setup(model)"))
+    assert found(analysis) == [("FAB007", 17, "error", None)]
+
+
+def test_the_unpacking_twin_that_sets_up_once_is_silent(tmp_path):
+    analysis = check(tmp_path, TWO_FABRICS_SCRIPT.replace("{tail}", "optimizer.step()"))
+    assert analysis.notes == [] and found(analysis) == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import Break as _Break
@@ -60,6 +60,11 @@ from fabric_ls.analysis.values import (
 MAX_SUMMARY_OBJECTS = 3
 # Tensor methods that move a tensor to another device (a loader's batch is then no longer on the CPU).
 _MOVES = frozenset({"to", "cuda", "xpu", "mps", "to_device"})
+
+
+def _shards_at_init(strategy: Any) -> bool:
+    """``init_module(empty_init=True)`` puts parameters on the meta device under these strategies."""
+    return bool(strategy.is_a("FSDPStrategy") or strategy.is_a("ModelParallelStrategy"))
 
 
 class CallsMixin:
@@ -289,8 +294,9 @@ class CallsMixin:
             if ctx.kind == "init_module":
                 if ctx.fabric is None or not ctx.empty_init:
                     return False
-                strategy = ctx.fabric.site.strategy
-                return strategy.is_a("FSDPStrategy") or strategy.is_a("ModelParallelStrategy")
+                # Of a Fabric with several strategies, the statement runs once per answer.
+                strategy = self._one_strategy(ctx.fabric.site, _shards_at_init)
+                return _shards_at_init(strategy)
         return False
 
     def _call_function(

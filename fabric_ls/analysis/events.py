@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
 from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.trail import new_uid
@@ -25,9 +27,40 @@ class PerPath:
 PER_PATH_FIELDS = ("launched", "launch_count", "models_setup")
 
 
+@dataclass(frozen=True)
+class StrategyOption:
+    """One strategy a ``Fabric(...)`` may resolve to, with where it came from."""
+
+    strategy: ResolvedStrategy
+    provenance: tuple[Any, ...] = ()
+    strategy_call: Optional[ast.Call] = None
+    strategy_path: str = ""
+
+
+class _SeveralStrategies:
+    """The ``strategy`` of a Fabric that has several (``FabricState.options``): read one option."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"a Fabric with several strategies has no single `{name}`: read its options")
+
+    def __repr__(self) -> str:
+        return "SEVERAL_STRATEGIES"
+
+
+SEVERAL_STRATEGIES: Any = _SeveralStrategies()
+
+
 @dataclass
 class FabricState:
-    """One Fabric object in one run: its strategy and what has been done to it."""
+    """One Fabric object in one run: its strategy and what has been done to it.
+
+    A ``Fabric(...)`` whose arguments take several values (``--strategy`` is 'ddp' or 'fsdp') is
+    one object with several strategies: ``options`` holds each under its guard, and ``strategy``,
+    ``provenance``, ``strategy_call`` and ``strategy_path`` are only read from an option. The
+    interpreter reads them per option (a value per strategy, or a split where it needs one), and
+    a rule sees one option at a time (``with_option``). One object rather than one per strategy:
+    everything built from it (set-up models, their outputs) is built once.
+    """
 
     path: str
     node: ast.Call
@@ -47,6 +80,31 @@ class FabricState:
     uid: int = field(default_factory=new_uid)
     # Where the object exists (a guard, fabric_ls.analysis.guards): a Fabric made on one side of a branch.
     existence_guard: int = 1
+    # The strategies it may have, each under its guard, when it has several (see above).
+    options: tuple[tuple[int, StrategyOption], ...] = ()
+    # with_option's copies, by option and per-path values (they never change once made).
+    _copies: dict[tuple[Any, ...], "FabricState"] = field(default_factory=dict, compare=False, repr=False)
+
+    def strategy_options(self) -> tuple[tuple[int, StrategyOption], ...]:
+        """Every strategy it may have, each under its guard (one, under TRUE, for most Fabrics)."""
+        if self.options:
+            return self.options
+        return (
+            (TRUE, StrategyOption(self.strategy, self.provenance, self.strategy_call, self.strategy_path)),
+        )
+
+    def with_option(self, index: int) -> "FabricState":
+        """This Fabric as it is now, with its ``index``-th strategy: what a rule reads."""
+        key = (index, self.launched, self.launch_count, self.models_setup, self.escaped, self.existence_guard)
+        found = self._copies.get(key)
+        if found is None:
+            option = self.options[index][1]
+            found = copy.copy(self)
+            found.strategy, found.provenance = option.strategy, option.provenance
+            found.strategy_call, found.strategy_path = option.strategy_call, option.strategy_path
+            found.options, found._copies = (), {}
+            self._copies[key] = found
+        return found
 
 
 @dataclass

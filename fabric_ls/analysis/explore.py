@@ -232,7 +232,7 @@ def site_conditions(
     guards = exploration.guards
     by_site: dict[tuple[str, int, int], dict[str, tuple[FabricState, int]]] = {}
     for run in exploration.runs:
-        for state, guard in run.fabric_records:
+        for state, guard in _one_per_strategy(guards, run.fabric_records):
             if state.node is None:
                 continue
             key = (state.path, state.node.lineno, state.node.col_offset)
@@ -253,6 +253,22 @@ def site_conditions(
             items.append((state, None if condition == "never" else condition))
         result[key] = items
     return result
+
+
+def _one_per_strategy(
+    guards: Guards, records: list[tuple[FabricState, int]]
+) -> list[tuple[FabricState, int]]:
+    """Each Fabric with several strategies as one state per strategy, under its guard."""
+    found: list[tuple[FabricState, int]] = []
+    for state, guard in records:
+        if not state.options:
+            found.append((state, guard))
+            continue
+        for index, (option_guard, _) in enumerate(state.options):
+            both = guards.and_(guard, option_guard)
+            if guards.feasible(both):
+                found.append((state.with_option(index), both))
+    return found
 
 
 __all__ = [

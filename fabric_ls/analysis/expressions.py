@@ -19,6 +19,7 @@ from fabric_ls.analysis.value_ops import (
     _collect_params,
     _literal_seq,
     _option_value,
+    _same_choice,
     _short,
 )
 from fabric_ls.analysis.values import (
@@ -99,7 +100,7 @@ class ExpressionsMixin:
                 return Unknown(text=frame.module.parsed.segment(node))
             return _option_value(option)
         if isinstance(owner, StrategyAttr):
-            strategy = owner.fabric.site.strategy
+            strategy = owner.strategy
             if (
                 attr == "zero_stage_3"
                 and strategy.zero_stage is not None
@@ -111,10 +112,18 @@ class ExpressionsMixin:
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, FabricObj):
             if attr == "strategy":
+                if owner.site.options:
+                    return self._per_strategy(owner.site, lambda strategy: StrategyAttr(owner, strategy))
                 return StrategyAttr(owner)
-            if attr == "world_size" and owner.site.strategy.world_size is not None:
+            if attr == "world_size":
+                text = frame.module.parsed.segment(node)
                 # devices * num_nodes, known before launch (fabric.py world_size).
-                return Const(owner.site.strategy.world_size)
+                return self._per_strategy(
+                    owner.site,
+                    lambda strategy: (
+                        Const(strategy.world_size) if strategy.world_size is not None else Unknown(text=text)
+                    ),
+                )
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Obj):
             if attr in owner.attrs:
@@ -251,9 +260,7 @@ class ExpressionsMixin:
             self._lift(option, function) if isinstance(option, Choice) else function(option)
             for option in choice.options
         )
-        if isinstance(choice, Merged):
-            return Merged(choice.key, options, choice.descriptions, guards=choice.guards)
-        return Choice(choice.key, options, choice.descriptions, choice.subject, choice.option_texts)
+        return _same_choice(choice, options)
 
     def _expr_BoolOp(self, node: ast.BoolOp, frame: Frame) -> Value:
         first = self._eval(node.values[0], frame)

@@ -1,28 +1,29 @@
-"""The Fabric model: `Fabric(...)`, its strategy, and what each Fabric call does."""
+"""The Fabric model: what each call on a Fabric object checks, changes and returns.
+
+``Fabric(...)`` itself and the strategies it may resolve to are in fabric_strategies."""
 
 from __future__ import annotations
 
 import ast
-import os
+from dataclasses import replace
 from typing import Any, Callable, Optional
 
-from fabric_ls.analysis.events import PER_PATH_FIELDS, CallEvent, FabricState, PerPath
+from fabric_ls.analysis.events import (
+    PER_PATH_FIELDS,
+    CallEvent,
+    FabricState,
+    PerPath,
+)
 from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
 from fabric_ls.analysis.join import (
     StopRun,
     run_alternatives,
 )
-from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
 from fabric_ls.analysis.state import (
     FABRIC_METHODS,
     Frame,
     Observed,
-)
-from fabric_ls.analysis.value_ops import (
-    _NOT_LITERAL,
-    _UNREADABLE,
-    _literal,
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
@@ -30,7 +31,6 @@ from fabric_ls.analysis.values import (
     Choice,
     Const,
     ContextValue,
-    Evidence,
     FabricObj,
     FunctionRef,
     Obj,
@@ -38,7 +38,6 @@ from fabric_ls.analysis.values import (
     SetupDataLoader,
     SetupModule,
     SetupOptimizer,
-    StrategyObj,
     Unknown,
     Value,
 )
@@ -48,171 +47,6 @@ class FabricMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- Fabric ------------------------------------------------------------------
-
-    def _make_fabric(
-        self,
-        node: ast.Call,
-        frame: Frame,
-        user_class: Optional[str] = None,
-        qualname: str = "lightning.fabric.Fabric",
-    ) -> Value:
-        args, keywords, opaque = self._eval_args(node, frame)
-        names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
-        given = dict(zip(names, args))
-        given.update({k: v for k, v in keywords.items() if k in names})
-        return self._build_fabric(given, args, keywords, opaque, node, frame, qualname)
-
-    def _build_fabric(
-        self,
-        given: dict[str, Value],
-        args: list[Value],
-        keywords: dict[str, Value],
-        opaque: bool,
-        node: ast.Call,
-        frame: Frame,
-        qualname: str,
-    ) -> Value:
-        """One Fabric per combination of the arguments' options, each under its guard, joined.
-
-        The arguments were evaluated once: the statement around ``Fabric(...)`` (often a helper call
-        that computes them) does not run again per strategy or precision.
-        """
-        for name, value in given.items():
-            if isinstance(value, Choice) and self.decisions.narrows:
-                leaves = self._leaves(value, TRUE, 0)
-                if len(leaves) < 2:
-                    continue
-                alternatives = [
-                    (
-                        self.guards.and_(self.guard, guard),
-                        lambda leaf=leaf, name=name: self._build_fabric(  # type: ignore[misc]
-                            {**given, name: leaf}, args, keywords, opaque, node, frame, qualname
-                        ),
-                    )
-                    for guard, leaf in leaves
-                ]
-                try:
-                    return run_alternatives(self, frame, alternatives)  # type: ignore[no-any-return]
-                except _CannotMerge:
-                    break  # one Fabric per path instead (the statement splits)
-        config, provenance = self._fabric_config(given, opaque, frame)
-        # connector.py:191 accepts only strategy objects of the Fabric's own package.
-        package = "lightning_fabric" if qualname.startswith("lightning_fabric") else "lightning.fabric"
-        config = FabricConfig(**{**config.__dict__, "fabric_package": package})
-        strategy = resolve(config)
-        if self.assumed_strategy and (
-            self.force_strategy
-            or not config.strategy_known
-            or (config.strategy_class is None and config.strategy_name in (None, "auto"))
-        ):
-            assumed = resolve(
-                FabricConfig(
-                    strategy_name=self.assumed_strategy,
-                    strategy_given=True,
-                    accelerator=config.accelerator,
-                    devices=config.devices,
-                    devices_known=config.devices_known,
-                    num_nodes=config.num_nodes,
-                    precision=config.precision,
-                    precision_known=config.precision_known,
-                    script_dir=config.script_dir,
-                )
-            )
-            strategy = ResolvedStrategy(
-                **{**assumed.__dict__, "assumed": True, "cli": not self.force_strategy}
-            )
-        state = FabricState(
-            frame.module.path,
-            node,
-            strategy,
-            provenance,
-            place=self.places[-1] if self.places else None,
-            parsed=frame.module.parsed,
-            existence_guard=self.guard,
-        )
-        strategy_value = self._concrete(given["strategy"]) if "strategy" in given else None
-        if isinstance(strategy_value, StrategyObj):
-            state.strategy_call = strategy_value.node
-            state.strategy_path = strategy_value.path
-        if self.reporting:
-            self.trail.extend(self.fabric_records, [(state, self.guard)])
-        fabric = FabricObj(state)
-        self._emit(fabric, "Fabric", node, frame, args, keywords)
-        return fabric
-
-    def _fabric_config(
-        self, given: dict[str, Value], opaque: bool, frame: Frame
-    ) -> tuple[FabricConfig, tuple]:
-        provenance: list[Evidence] = []
-        fields: dict[str, Any] = {"script_dir": os.path.dirname(frame.module.path)}
-        strategy = self._concrete(given.get("strategy", Const("auto")))
-        if "strategy" not in given and opaque:
-            strategy = Unknown(reason="Fabric(**kwargs)")
-        if isinstance(strategy, Const) and (strategy.value is None or isinstance(strategy.value, str)):
-            fields["strategy_name"] = strategy.value.lower() if isinstance(strategy.value, str) else None
-            fields["strategy_given"] = "strategy" in given
-            provenance.extend(strategy.origins)
-        elif isinstance(strategy, StrategyObj):
-            fields["strategy_class"] = strategy.class_name
-            fields["strategy_user_class"] = strategy.user_class
-            fields["strategy_package"] = strategy.package
-            fields["strategy_given"] = True
-            options: list[tuple[str, Any]] = []
-            for key, value in strategy.options.items():
-                literal = _literal(self._concrete(value))
-                if literal is not _NOT_LITERAL:
-                    options.append((key, literal))
-                elif key == "config":
-                    options.append((key, _UNREADABLE))
-            fields["strategy_options"] = tuple(options)
-            provenance.extend(strategy.origins)
-        else:
-            fields["strategy_known"] = False
-        for name, default in (
-            ("accelerator", "auto"),
-            ("devices", "auto"),
-            ("num_nodes", 1),
-            ("precision", None),
-        ):
-            value = self._concrete(given.get(name, Const(default)))
-            if name not in given and opaque:
-                value = UNKNOWN
-            literal = _literal(value)
-            if literal is _NOT_LITERAL:
-                if name == "accelerator":
-                    fields["accelerator"] = None
-                elif name == "devices":
-                    fields["devices_known"] = False
-                elif name == "precision":
-                    fields["precision_known"] = False
-                else:
-                    fields[name] = None
-            else:
-                fields[name] = literal
-        return FabricConfig(**fields), tuple(provenance)
-
-    def _strategy_object(
-        self,
-        qualname: str,
-        keywords: dict[str, Value],
-        node: ast.Call,
-        frame: Frame,
-        user_class: Optional[str] = None,
-    ) -> Value:
-        class_name = qualname.rsplit(".", 1)[-1]
-        package = (
-            "lightning_fabric"
-            if qualname.startswith("lightning_fabric")
-            else (
-                "lightning.pytorch"
-                if qualname.startswith(("lightning.pytorch", "pytorch_lightning"))
-                else "lightning.fabric"
-            )
-        )
-        origin = Evidence(frame.module.parsed, node, f"{user_class or class_name}(...)")
-        return StrategyObj(
-            class_name, user_class, dict(keywords), package, (origin,), node, frame.module.path
-        )
 
     def _fabric_text(self, fabric: FabricObj, node: ast.AST, frame: Frame, direct: bool) -> str:
         """Source text that names ``fabric`` here: the receiver of the call, or a name in scope."""
@@ -254,19 +88,35 @@ class FabricMixin:
             callers=tuple(self.call_stack),
         )
         if self.reporting:
-            observed = [Observed(event, guard, verdict) for guard, verdict in self._checked(event)]
+            observed = [Observed(seen, guard, verdict) for guard, seen, verdict in self._checked(event)]
             self.trail.extend(self.observed, observed)
         return event
 
-    def _checked(self, event: CallEvent) -> list[tuple[int, Any]]:
-        """The rules' verdicts on ``event``, once per value of the Fabric's per-path fields (a
-        Fabric launched on one side of a branch only), each under its guard."""
+    def _checked(self, event: CallEvent) -> list[tuple[int, CallEvent, Any]]:
+        """The rules' verdicts on ``event``: once per strategy the Fabric may have and per value of
+        its per-path fields (a Fabric launched on one side of a branch only), each under its guard."""
         state = event.fabric
         split = [(name, getattr(state, name)) for name in PER_PATH_FIELDS]
         split = [(name, value) for name, value in split if isinstance(value, PerPath)]
-        if not split:
-            return [(self.guard, self.check(event))]
+        if not split and not state.options:
+            return [(self.guard, event, self.check(event))]
         combinations: list[tuple[int, dict[str, Any]]] = [(self.guard, {})]
+        if state.options:
+            combinations = [
+                (option_guard, {"option": index})
+                for index, (option_guard, _) in enumerate(state.options)
+                if self.guards.feasible(self.guard, option_guard)
+            ]
+            if not split:
+                # The guard of a call no rule fires on is never read: only a verdict gets its own.
+                verdicts = []
+                for option_guard, chosen in combinations:
+                    seen = replace(event, fabric=state.with_option(chosen["option"]))
+                    verdict = self.check(seen)
+                    guard = self.guards.and_(self.guard, option_guard) if verdict is not None else self.guard
+                    verdicts.append((guard, seen, verdict))
+                return verdicts
+            combinations = [(self.guards.and_(self.guard, guard), chosen) for guard, chosen in combinations]
         for name, value in split:
             combinations = [
                 (both, {**chosen, name: option})
@@ -279,12 +129,34 @@ class FabricMixin:
         try:
             for guard, chosen in combinations:
                 for name, option in chosen.items():
-                    setattr(state, name, option)  # for the check only; restored below
-                verdicts.append((guard, self.check(event)))
+                    if name != "option":
+                        setattr(state, name, option)  # for the check only; restored below
+                seen = event
+                if "option" in chosen:
+                    seen = replace(event, fabric=state.with_option(chosen["option"]))
+                verdicts.append((guard, seen, self.check(seen)))
         finally:
             for name, value in split:
                 setattr(state, name, value)
         return verdicts
+
+    def _plain_arguments(self, args: list[Value]) -> list[tuple[int, list[Value]]]:
+        """Each combination of the arguments' plain values that this path allows, under its guard
+        (one, the arguments as they are, where none has several)."""
+        combinations: list[tuple[int, list[Value]]] = [(self.guard, [])]
+        for arg in args:
+            leaves = self._leaves(arg, TRUE, 0) if isinstance(arg, Choice) and self.decisions.narrows else []
+            if len(leaves) < 2:
+                combinations = [(guard, [*plain, arg]) for guard, plain in combinations]
+                continue
+            combinations = [
+                (both, [*plain, leaf])
+                for guard, plain in combinations
+                for leaf_guard, leaf in leaves
+                for both in (self.guards.and_(guard, leaf_guard),)
+                if self.guards.feasible(both)
+            ]
+        return combinations
 
     def _change_field(self, state: FabricState, name: str, change: Callable[[Any], Any]) -> None:
         """Update a plain field of a Fabric's state on this path (each of its values if it has several)."""
@@ -361,6 +233,24 @@ class FabricMixin:
         # The rules read plain values; what ``launch`` passes on to its function stays as it is
         # (several options each), so the function runs once, not once per combination of them.
         passed_on = 1 if method == "launch" else len(args)
+        combinations = self._plain_arguments(args[:passed_on])
+        if len(combinations) > 1:
+            # One of several models (and the optimizer built over it): the call once per
+            # combination, under its guard, joined; the arguments are not evaluated again.
+            rest = args[passed_on:]
+            alternatives = [
+                (
+                    guard,
+                    lambda plain=plain: self._fabric_call(  # type: ignore[misc]
+                        fabric, method, node, frame, (plain + rest, keywords), run_target
+                    ),
+                )
+                for guard, plain in combinations
+            ]
+            try:
+                return run_alternatives(self, frame, alternatives)  # type: ignore[no-any-return]
+            except _CannotMerge:
+                pass  # the sides cannot be one state: the statement splits instead (below)
         args = [self._concrete(a) if isinstance(a, Choice) else a for a in args[:passed_on]] + args[
             passed_on:
         ]
@@ -420,7 +310,7 @@ class FabricMixin:
             return ContextValue("no_backward_sync", fabric)
         if method == "launch":
             function = args[0] if args else keywords.get("function")
-            if state.strategy.cli:
+            if self._one_strategy(state, lambda strategy: strategy.cli).cli:
                 # fabric.py:990: under `fabric run` launch() raises, and its function never runs.
                 if isinstance(function, (FunctionRef, BoundMethod)):
                     target = function.function if isinstance(function, BoundMethod) else function

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from fabric_ls.analysis.events import PER_PATH_FIELDS, PerPath
 from fabric_ls.analysis.guards import FALSE, TRUE
 from fabric_ls.analysis.trail import ATTR, LENGTH, LIST, MISSING, current, new_uid, write
-from fabric_ls.analysis.values import Const, FabricObj, Merged, Obj, Params, Unknown, Value
+from fabric_ls.analysis.values import Const, FabricObj, Merged, Obj, Params, StrategyAttr, Unknown, Value
 
 _ALIKE_TYPES = (Obj, Params)
 
@@ -438,6 +438,8 @@ def same(first: Any, second: Any) -> bool:
         return len(first) == len(second) and all(a is b for a, b in zip(first, second))
     if isinstance(first, FabricObj) and isinstance(second, FabricObj):
         return _same_fabric(first.site, second.site)
+    if isinstance(first, StrategyAttr) and isinstance(second, StrategyAttr):
+        return first.fabric is second.fabric and first.read_key() == second.read_key()
     if type(first) is type(second) and isinstance(first, _ALIKE_TYPES):
         return _alike(first, second, 0)
     return False
@@ -490,6 +492,7 @@ def _same_fabric(first: Any, second: Any) -> bool:
         and first.models_setup == second.models_setup
         and first.escaped == second.escaped
         and first.strategy_call is second.strategy_call
+        and first.options == second.options
     )
 
 

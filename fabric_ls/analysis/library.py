@@ -100,8 +100,7 @@ class LibraryMixin:
         if not isinstance(subject, (StrategyAttr, StrategyObj)):
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(subject, StrategyAttr):
-            strategy = subject.fabric.site.strategy
-            class_name = strategy.class_name
+            class_name = subject.strategy.class_name
         else:
             class_name = subject.class_name
         if class_name is None:
@@ -116,9 +115,7 @@ class LibraryMixin:
                     return Unknown(text=frame.module.parsed.segment(node))
                 # A user subclass: only the object's own user class matches.
                 user = (
-                    subject.fabric.site.strategy.user_class
-                    if isinstance(subject, StrategyAttr)
-                    else (subject.user_class)
+                    subject.strategy.user_class if isinstance(subject, StrategyAttr) else subject.user_class
                 )
                 if user == item.name:
                     return Const(True)

@@ -10,7 +10,7 @@ run itself forks (``Decisions``, and ``explore`` runs the others) only where two
 cannot be one state. Loops run their body once.
 
 The evaluator is split by concern into mixins (statements, conditions, expressions,
-calls, library, fabric_calls); ``Run`` holds the state they share.
+calls, library, fabric_calls, fabric_strategies); ``Run`` holds the state they share.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from fabric_ls.analysis.conditions import ConditionsMixin
 from fabric_ls.analysis.events import FabricState, StatementPlace
 from fabric_ls.analysis.expressions import ExpressionsMixin
 from fabric_ls.analysis.fabric_calls import FabricMixin
+from fabric_ls.analysis.fabric_strategies import FabricStrategiesMixin
 from fabric_ls.analysis.guards import TRUE, Guards
 from fabric_ls.analysis.join import Break as _Break
 from fabric_ls.analysis.join import Continue as _Continue
@@ -58,7 +59,15 @@ from fabric_ls.analysis.values import (
 )
 
 
-class Run(StatementsMixin, ConditionsMixin, ExpressionsMixin, CallsMixin, LibraryMixin, FabricMixin):
+class Run(
+    StatementsMixin,
+    ConditionsMixin,
+    ExpressionsMixin,
+    CallsMixin,
+    LibraryMixin,
+    FabricMixin,
+    FabricStrategiesMixin,
+):
     """One execution of a program; both sides of undecided branches, joined."""
 
     def __init__(

@@ -28,6 +28,7 @@ from fabric_ls.analysis.values import (
     FunctionRef,
     LoaderBatch,
     Mapping,
+    Merged,
     ModelOutput,
     Obj,
     Params,
@@ -84,6 +85,11 @@ def _items(value: Value) -> list[Value]:
 
 
 def _unpack(value: Value, count: int) -> list[Value]:
+    if isinstance(value, Choice):
+        # ``model, optimizer = fabric.setup(...)`` on one of several paths: each part keeps the
+        # choice's conditions, so the model and the optimizer of one path stay together.
+        parts = [_unpack(option, count) for option in value.options]
+        return [_same_choice(value, tuple(part[index] for part in parts)) for index in range(count)]
     if isinstance(value, LoaderBatch):
         return [value] * count  # ``for x, y in loader``: every part comes from the loader
     if isinstance(value, Seq) and len(value.items) == count:
@@ -91,6 +97,13 @@ def _unpack(value: Value, count: int) -> list[Value]:
     if isinstance(value, Const) and isinstance(value.value, (tuple, list)) and len(value.value) == count:
         return [Const(item, value.origins) for item in value.value]
     return [UNKNOWN] * count
+
+
+def _same_choice(choice: Choice, options: tuple[Value, ...]) -> Choice:
+    """Another value with the same key and conditions as ``choice``, option for option."""
+    if isinstance(choice, Merged):
+        return Merged(choice.key, options, choice.descriptions, guards=choice.guards)
+    return Choice(choice.key, options, choice.descriptions, choice.subject, choice.option_texts)
 
 
 def _first_item(value: Value) -> Value:

@@ -189,6 +189,18 @@ class StrategyAttr(Value):
     """``fabric.strategy``: isinstance checks against it are decided per run."""
 
     fabric: "FabricObj"
+    # Which of the Fabric's strategies, where it has several (FabricState.options).
+    chosen: Any = None  # fabric_ls.analysis.resolve_strategy.ResolvedStrategy
+
+    @property
+    def strategy(self) -> Any:
+        return self.chosen if self.chosen is not None else self.fabric.site.strategy
+
+    def read_key(self) -> tuple[Any, ...]:
+        """What the interpreter reads from it: isinstance (the class) and ``zero_stage_3``. Two
+        strategies alike in these are one value (a read of anything else is an unknown value)."""
+        strategy = self.strategy
+        return (strategy.class_name, strategy.user_class, strategy.zero_stage)
 
 
 @dataclass(eq=False)

@@ -1,0 +1,304 @@
+"""``Fabric(...)``: the strategies it may resolve to, each under its guard, and reads of them.
+
+A ``Fabric(...)`` whose arguments take several values is one object with a strategy per
+combination (FabricState.options). The interpreter reads its strategy per option: a value per
+strategy (``fabric.strategy``, ``fabric.world_size``), or, where the run needs one answer (are
+parameters created on the meta device? does ``launch()`` raise?), a split of the path by the answer.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import replace
+from typing import Any, Callable, Optional
+
+from fabric_ls.analysis.events import (
+    SEVERAL_STRATEGIES,
+    FabricState,
+    StrategyOption,
+)
+from fabric_ls.analysis.guards import TRUE
+from fabric_ls.analysis.join import (
+    same,
+)
+from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
+from fabric_ls.analysis.state import (
+    Frame,
+)
+from fabric_ls.analysis.trail import new_uid
+from fabric_ls.analysis.value_ops import (
+    _NOT_LITERAL,
+    _UNREADABLE,
+    _literal,
+)
+from fabric_ls.analysis.values import (
+    UNKNOWN,
+    Choice,
+    Const,
+    Evidence,
+    FabricObj,
+    Merged,
+    StrategyObj,
+    Unknown,
+    Value,
+)
+
+
+class FabricStrategiesMixin:
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    def _make_fabric(
+        self,
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+        qualname: str = "lightning.fabric.Fabric",
+    ) -> Value:
+        args, keywords, opaque = self._eval_args(node, frame)
+        names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
+        given = dict(zip(names, args))
+        given.update({k: v for k, v in keywords.items() if k in names})
+        return self._build_fabric(given, args, keywords, opaque, node, frame, qualname)
+
+    def _build_fabric(
+        self,
+        given: dict[str, Value],
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool,
+        node: ast.Call,
+        frame: Frame,
+        qualname: str,
+    ) -> Value:
+        """One Fabric, with a strategy per combination of the arguments' options, each under its guard.
+
+        The arguments were evaluated once: the statement around ``Fabric(...)`` (often a helper call
+        that computes them) does not run again per strategy or precision, and what is built from
+        the Fabric afterwards is built once (FabricState.options).
+        """
+        combinations: list[tuple[int, dict[str, Value]]] = [(self.guard, given)]
+        if self.decisions.narrows:
+            for name in given:
+                combinations = [
+                    (both, {**chosen, name: leaf})
+                    for guard, chosen in combinations
+                    for both, leaf in self._argument_options(chosen[name], guard)
+                ]
+        options: list[tuple[int, StrategyOption]] = []
+        saved_guard = self.guard
+        try:
+            for guard, chosen in combinations:
+                self.guard = guard
+                option = self._strategy_option(chosen, opaque, frame, qualname)
+                for index, (known_guard, known) in enumerate(options):
+                    if known == option:
+                        options[index] = (self.guards.or_(known_guard, guard), known)
+                        break
+                else:
+                    options.append((guard, option))
+        finally:
+            self.guard = saved_guard
+        first = options[0][1]
+        state = FabricState(
+            frame.module.path,
+            node,
+            first.strategy,
+            first.provenance,
+            place=self.places[-1] if self.places else None,
+            parsed=frame.module.parsed,
+            strategy_call=first.strategy_call,
+            strategy_path=first.strategy_path,
+            existence_guard=self.guard,
+        )
+        if len(options) > 1:
+            state.options = tuple(options)
+            state.strategy = state.provenance = SEVERAL_STRATEGIES
+            state.strategy_call, state.strategy_path = None, ""
+        if self.reporting:
+            self.trail.extend(self.fabric_records, [(state, self.guard)])
+        fabric = FabricObj(state)
+        self._emit(fabric, "Fabric", node, frame, args, keywords)
+        return fabric
+
+    def _argument_options(self, value: Value, guard: int) -> list[tuple[int, Value]]:
+        """The plain values a ``Fabric(...)`` argument takes where ``guard`` holds, each under its guard;
+        a strategy object once per value of its own options (``DeepSpeedStrategy(stage=s)``)."""
+        options = [(guard, value)]
+        if isinstance(value, Choice):
+            leaves = self._leaves(value, TRUE, 0)
+            if len(leaves) > 1:
+                options = [
+                    (both, leaf)
+                    for leaf_guard, leaf in leaves
+                    for both in (self.guards.and_(guard, leaf_guard),)
+                    if self.guards.feasible(both)
+                ]
+        found: list[tuple[int, Value]] = []
+        for option_guard, option in options:
+            if not isinstance(option, StrategyObj):
+                found.append((option_guard, option))
+                continue
+            objects = [(option_guard, option)]
+            for key, item in option.options.items():
+                if isinstance(item, Choice):
+                    objects = [
+                        (both, replace(strategy, options={**strategy.options, key: leaf}))
+                        for guard_so_far, strategy in objects
+                        for both, leaf in self._argument_options(item, guard_so_far)
+                    ]
+            found.extend(objects)
+        return found
+
+    def _strategy_option(
+        self, given: dict[str, Value], opaque: bool, frame: Frame, qualname: str
+    ) -> StrategyOption:
+        """What ``Fabric(...)`` resolves to for one value of each argument."""
+        config, provenance = self._fabric_config(given, opaque, frame)
+        # connector.py:191 accepts only strategy objects of the Fabric's own package.
+        package = "lightning_fabric" if qualname.startswith("lightning_fabric") else "lightning.fabric"
+        config = FabricConfig(**{**config.__dict__, "fabric_package": package})
+        strategy = resolve(config)
+        if self.assumed_strategy and (
+            self.force_strategy
+            or not config.strategy_known
+            or (config.strategy_class is None and config.strategy_name in (None, "auto"))
+        ):
+            assumed = resolve(
+                FabricConfig(
+                    strategy_name=self.assumed_strategy,
+                    strategy_given=True,
+                    accelerator=config.accelerator,
+                    devices=config.devices,
+                    devices_known=config.devices_known,
+                    num_nodes=config.num_nodes,
+                    precision=config.precision,
+                    precision_known=config.precision_known,
+                    script_dir=config.script_dir,
+                )
+            )
+            strategy = ResolvedStrategy(
+                **{**assumed.__dict__, "assumed": True, "cli": not self.force_strategy}
+            )
+        strategy_value = self._concrete(given["strategy"]) if "strategy" in given else None
+        if isinstance(strategy_value, StrategyObj):
+            return StrategyOption(strategy, provenance, strategy_value.node, strategy_value.path)
+        return StrategyOption(strategy, provenance)
+
+    def _fabric_config(
+        self, given: dict[str, Value], opaque: bool, frame: Frame
+    ) -> tuple[FabricConfig, tuple]:
+        provenance: list[Evidence] = []
+        fields: dict[str, Any] = {"script_dir": os.path.dirname(frame.module.path)}
+        strategy = self._concrete(given.get("strategy", Const("auto")))
+        if "strategy" not in given and opaque:
+            strategy = Unknown(reason="Fabric(**kwargs)")
+        if isinstance(strategy, Const) and (strategy.value is None or isinstance(strategy.value, str)):
+            fields["strategy_name"] = strategy.value.lower() if isinstance(strategy.value, str) else None
+            fields["strategy_given"] = "strategy" in given
+            provenance.extend(strategy.origins)
+        elif isinstance(strategy, StrategyObj):
+            fields["strategy_class"] = strategy.class_name
+            fields["strategy_user_class"] = strategy.user_class
+            fields["strategy_package"] = strategy.package
+            fields["strategy_given"] = True
+            options: list[tuple[str, Any]] = []
+            for key, value in strategy.options.items():
+                literal = _literal(self._concrete(value))
+                if literal is not _NOT_LITERAL:
+                    options.append((key, literal))
+                elif key == "config":
+                    options.append((key, _UNREADABLE))
+            fields["strategy_options"] = tuple(options)
+            provenance.extend(strategy.origins)
+        else:
+            fields["strategy_known"] = False
+        for name, default in (
+            ("accelerator", "auto"),
+            ("devices", "auto"),
+            ("num_nodes", 1),
+            ("precision", None),
+        ):
+            value = self._concrete(given.get(name, Const(default)))
+            if name not in given and opaque:
+                value = UNKNOWN
+            literal = _literal(value)
+            if literal is _NOT_LITERAL:
+                if name == "accelerator":
+                    fields["accelerator"] = None
+                elif name == "devices":
+                    fields["devices_known"] = False
+                elif name == "precision":
+                    fields["precision_known"] = False
+                else:
+                    fields[name] = None
+            else:
+                fields[name] = literal
+        return FabricConfig(**fields), tuple(provenance)
+
+    def _strategy_object(
+        self,
+        qualname: str,
+        keywords: dict[str, Value],
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+    ) -> Value:
+        class_name = qualname.rsplit(".", 1)[-1]
+        package = (
+            "lightning_fabric"
+            if qualname.startswith("lightning_fabric")
+            else (
+                "lightning.pytorch"
+                if qualname.startswith(("lightning.pytorch", "pytorch_lightning"))
+                else "lightning.fabric"
+            )
+        )
+        origin = Evidence(frame.module.parsed, node, f"{user_class or class_name}(...)")
+        return StrategyObj(
+            class_name, user_class, dict(keywords), package, (origin,), node, frame.module.path
+        )
+
+    def _strategies_here(self, state: FabricState) -> list[tuple[int, ResolvedStrategy]]:
+        """The strategies a Fabric may have on this path, each under its guard."""
+        options = [(guard, option.strategy) for guard, option in state.strategy_options()]
+        if len(options) == 1:
+            return options
+        here = [(guard, strategy) for guard, strategy in options if self.guards.feasible(self.guard, guard)]
+        return here or options
+
+    def _one_strategy(
+        self, state: FabricState, answer: Callable[[ResolvedStrategy], Any]
+    ) -> ResolvedStrategy:
+        """A strategy of the Fabric for a question the run needs one answer to (does ``launch()``
+        raise here?): where its strategies answer differently, the path splits by the answer."""
+        groups: dict[Any, list[Any]] = {}
+        for guard, strategy in self._strategies_here(state):
+            group = groups.get(answer(strategy))
+            if group is None:
+                groups[answer(strategy)] = [guard, strategy]
+            else:
+                group[0] = self.guards.or_(group[0], guard)
+        if len(groups) == 1:
+            return next(iter(groups.values()))[1]  # type: ignore[no-any-return]
+        chosen = self._fork(f"strategy:{state.uid}", [group[0] for group in groups.values()])
+        return list(groups.values())[chosen][1]  # type: ignore[no-any-return]
+
+    def _per_strategy(self, state: FabricState, read: Callable[[ResolvedStrategy], Value]) -> Value:
+        """A value read from the Fabric's strategy: one per strategy it may have, each under its guard."""
+        values: list[Value] = []
+        guards: list[int] = []
+        for guard, strategy in self._strategies_here(state):
+            value = read(strategy)
+            for index, known in enumerate(values):
+                if same(known, value):
+                    guards[index] = self.guards.or_(guards[index], guard)
+                    break
+            else:
+                values.append(value)
+                guards.append(guard)
+        if len(values) == 1:
+            return values[0]
+        return Merged(
+            f"strategy:{state.uid}:{new_uid()}", tuple(values), ("",) * len(values), guards=tuple(guards)
+        )

@@ -1,0 +1,221 @@
+"""One ``Fabric(...)`` whose arguments take several values is one object with several strategies.
+
+What is built from it (set-up models, their outputs) is built once, and each strategy keeps its
+guard: a read of ``fabric.strategy`` or ``fabric.world_size`` is a value per strategy, and a
+question the run needs one answer to (are parameters on the meta device? does ``launch()`` raise?)
+splits the path by the answer. Each test has a correct script and a twin that Lightning rejects.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fabric_ls.engine import DEFAULT_SETTINGS, Project, Settings, analyze_source
+
+
+def check(tmp_path: Path, source: str, settings: Settings = DEFAULT_SETTINGS):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    return analyze_source(script.read_text(), str(script), settings, project=Project([str(tmp_path)]))
+
+
+def found(analysis) -> list[tuple[str, int, str, str | None]]:
+    return [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings]
+
+
+ISINSTANCE_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+from lightning.fabric.strategies import DeepSpeedStrategy
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--strategy", choices=["ddp", "fsdp", "deepspeed"], default="ddp")
+parser.add_argument("--precision", choices=["32-true", "bf16-mixed", "16-mixed"], default="32-true")
+args = parser.parse_args()
+fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy, precision=args.precision)
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+if {test}:
+    model, optimizer = fabric.setup(model, optimizer)
+else:
+    model = fabric.setup_module(model)
+    optimizer = fabric.setup_optimizers(optimizer)
+"""
+
+
+def test_isinstance_of_the_strategy_keeps_each_strategy_on_its_own_side(tmp_path):
+    # DeepSpeed takes the joint setup; the others may set up separately: nothing raises.
+    analysis = check(
+        tmp_path, ISINSTANCE_SCRIPT.replace("{test}", "isinstance(fabric.strategy, DeepSpeedStrategy)")
+    )
+    assert analysis.notes == []
+    assert found(analysis) == []
+
+
+def test_the_isinstance_twin_that_sends_deepspeed_to_setup_optimizers_is_warned(tmp_path):
+    analysis = check(
+        tmp_path, ISINSTANCE_SCRIPT.replace("{test}", "not isinstance(fabric.strategy, DeepSpeedStrategy)")
+    )
+    assert found(analysis) == [("FAB001", 19, "warning", "`--strategy` is 'deepspeed'")]
+
+
+META_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--strategy", choices=["ddp", "fsdp"], default="ddp")
+parser.add_argument("--devices", type=int, choices=[2, 4, 8], default=2)
+args = parser.parse_args()
+fabric = Fabric(accelerator="cuda", devices=args.devices, strategy=args.strategy)
+fabric.launch()
+with fabric.init_module(empty_init=True):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+{setup}
+"""
+JOINT = """\
+optimizer = torch.optim.Adam(model.parameters())
+model, optimizer = fabric.setup(model, optimizer)
+"""
+MODULE_FIRST = """\
+model = fabric.setup_module(model)
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+"""
+
+
+def test_meta_parameters_exist_only_under_the_strategy_that_makes_them(tmp_path):
+    # Only FSDP creates the model on the meta device; setting it up first is right for every strategy.
+    analysis = check(tmp_path, META_SCRIPT.replace("{setup}", MODULE_FIRST))
+    assert analysis.notes == []
+    assert found(analysis) == []
+
+
+def test_the_joint_setup_twin_is_warned_under_fsdp_only(tmp_path):
+    analysis = check(tmp_path, META_SCRIPT.replace("{setup}", JOINT))
+    assert found(analysis) == [("FAB002", 15, "warning", "`--strategy` is 'fsdp'")]
+
+
+WORLD_SIZE_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--devices", type=int, choices=[1, 2, 4], default=1)
+args = parser.parse_args()
+fabric = Fabric(accelerator="cuda", devices=args.devices)
+if fabric.world_size > {limit}:
+    fabric.launch()
+model = fabric.setup(torch.nn.Linear(4, 2))
+"""
+
+
+def test_world_size_is_read_per_strategy(tmp_path):
+    # One device is a single-device strategy, which needs no launch; more get DDP, and are launched.
+    analysis = check(tmp_path, WORLD_SIZE_SCRIPT.replace("{limit}", "1"))
+    assert analysis.notes == []
+    assert found(analysis) == []
+
+
+def test_the_world_size_twin_that_leaves_two_devices_unlaunched_is_warned(tmp_path):
+    analysis = check(tmp_path, WORLD_SIZE_SCRIPT.replace("{limit}", "2"))
+    assert found(analysis) == [("FAB009", 12, "warning", "`--devices` is 2")]
+
+
+def test_launch_under_fabric_run_ends_only_the_paths_whose_strategy_the_cli_sets(tmp_path):
+    # The declared strategy stands for `fabric run --strategy ddp`: it applies where the script
+    # leaves the strategy open ("auto"), and there launch() raises (FAB017). Where the script picks
+    # DeepSpeed itself, the run goes on to the separate setup_optimizers (FAB001).
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+
+        import torch
+        from lightning.fabric import Fabric
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--big", action="store_true")
+        args = parser.parse_args()
+        fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed" if args.big else "auto")
+        fabric.launch()
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+        """,
+        Settings(strategy="ddp"),
+    )
+    # Every path that reaches setup_optimizers has DeepSpeed (the others ended at launch()): an error.
+    assert found(analysis) == [
+        ("FAB017", 10, "warning", "`--big` left at its default False"),
+        ("FAB001", 12, "error", None),
+    ]
+
+
+def _steps_after_the_fabric(tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Steps the analysis spends from ``fabric.launch()`` (line 11) to the end of the script."""
+    from fabric_ls.analysis.statements import StatementsMixin
+
+    started: list[int] = []
+    runs: list = []
+    real = StatementsMixin._exec_statement
+
+    def counting(self, statement, frame):
+        if statement.lineno == 11 and frame.function is None:
+            started.append(self.steps)
+            runs.append(self)
+        return real(self, statement, frame)
+
+    monkeypatch.setattr(StatementsMixin, "_exec_statement", counting)
+    check(tmp_path, source)
+    (start,) = started  # one run, one pass over the launch
+    return runs[0].steps - start
+
+
+TRAINING_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--strategy", choices={choices}, default="ddp")
+parser.add_argument("--precision", choices=["32-true", "bf16-mixed"], default="32-true")
+args = parser.parse_args()
+fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy, precision=args.precision)
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+model, optimizer = fabric.setup(model, optimizer)
+loader = fabric.setup_dataloaders(torch.utils.data.DataLoader(range(8), batch_size=2))
+for epoch in range(2):
+    model.train()
+    for batch in loader:
+        loss = model(batch).sum()
+        fabric.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+    fabric.print(epoch, loss.item())
+"""
+
+
+def test_what_is_built_from_the_fabric_is_built_once_whatever_the_number_of_strategies(tmp_path, monkeypatch):
+    # One Fabric with five strategies costs what one with two does: the set-up model, its
+    # outputs and the loop are not evaluated once per strategy.
+    two = _steps_after_the_fabric(
+        tmp_path, TRAINING_SCRIPT.replace("{choices}", '["ddp", "fsdp"]'), monkeypatch
+    )
+    five = _steps_after_the_fabric(
+        tmp_path,
+        TRAINING_SCRIPT.replace("{choices}", '["ddp", "fsdp", "deepspeed", "ddp_spawn", "dp"]'),
+        monkeypatch,
+    )
+    assert two == five
