@@ -419,7 +419,10 @@ class CallsMixin:
                     param.arg, self._entry_value(param.arg, default, node) if entry or opaque else default
                 )
             else:
-                frame.bind(param.arg, Unknown(text=param.arg, key=f"param:{id(node)}:{param.arg}"))
+                # Entry points nobody calls (``cmd_train(args)``, ``cmd_eval(args)``) take their
+                # arguments from one caller outside: one ``args`` is one value, tested by one decision.
+                key = f"entry-param:{param.arg}" if entry else f"param:{id(node)}:{param.arg}"
+                frame.bind(param.arg, Unknown(text=param.arg, key=key))
         for param, default_node in zip(arguments.kwonlyargs, arguments.kw_defaults):
             if param.arg in keywords:
                 frame.bind(param.arg, keywords[param.arg])

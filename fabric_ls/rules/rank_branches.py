@@ -243,6 +243,14 @@ def rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly
         has_rank_words = parsed.derived["rank_words"] = any(word in parsed.text for word in _RANK_WORDS)
     if not has_rank_words:
         return None  # no rank test in the file: no tree walk on every keystroke
+    # Asked once per call and per strategy the Fabric may have: the answer depends on the tree only.
+    known: dict[int, Optional[RankZeroOnly]] = parsed.derived.setdefault("rank_zero_only", {})
+    if id(node) not in known:
+        known[id(node)] = _rank_zero_only(parsed, node)
+    return known[id(node)]
+
+
+def _rank_zero_only(parsed: ParsedSource, node: ast.AST) -> Optional[RankZeroOnly]:
     parents = _parents(parsed)
     child: ast.AST = node
     parent = parents.of(child)
