@@ -219,3 +219,42 @@ def test_what_is_built_from_the_fabric_is_built_once_whatever_the_number_of_stra
         monkeypatch,
     )
     assert two == five
+
+
+def test_a_fabric_with_more_combinations_than_one_object_holds_is_still_checked_whole(tmp_path):
+    # 3 × 6 × 4 × 3 = 216 combinations of independent options, more than MAX_FABRIC_OPTIONS: the
+    # statement splits on the last arguments, each part builds a smaller Fabric, no path is dropped.
+    from fabric_ls.analysis.fabric_strategies import MAX_FABRIC_OPTIONS
+
+    assert 3 * 6 * 4 * 3 > MAX_FABRIC_OPTIONS
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+
+        import torch
+        from lightning.fabric import Fabric
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--accelerator", choices=["cpu", "cuda", "tpu"], default="cuda")
+        STRATEGIES = ["ddp", "fsdp", "deepspeed", "dp", "auto", "ddp_spawn"]
+        parser.add_argument("--strategy", choices=STRATEGIES, default="ddp")
+        parser.add_argument("--devices", type=int, choices=[1, 2, 4, 8], default=2)
+        parser.add_argument("--precision", choices=["32-true", "16-mixed", "bf16-mixed"], default="32-true")
+        args = parser.parse_args()
+        fabric = Fabric(
+            accelerator=args.accelerator,
+            strategy=args.strategy,
+            devices=args.devices,
+            precision=args.precision,
+        )
+        fabric.launch(lambda fabric: None)
+        model = fabric.setup_module(torch.nn.Linear(4, 2))
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+        """,
+    )
+    assert analysis.notes == []
+    by_code = {code: (line, severity, condition) for code, line, severity, condition in found(analysis)}
+    # XLA too needs the joint setup: "auto" on a TPU with more than one device is XLAStrategy.
+    tpu = "`--accelerator` is 'tpu' and `--strategy` is 'deepspeed' or 'auto' and `--devices` is not 1"
+    assert by_code["FAB001"] == (21, "warning", f"`--strategy` is 'deepspeed' or ({tpu})")

@@ -44,6 +44,18 @@ from fabric_ls.analysis.values import (
     Value,
 )
 
+# Strategies one Fabric object holds at most (one per combination of its arguments' values).
+MAX_FABRIC_OPTIONS = 64
+
+
+def _option_key(option: StrategyOption) -> Any:
+    """Equal options have equal keys (the option itself, or its text where a value is unhashable)."""
+    try:
+        hash(option)
+        return option
+    except TypeError:
+        return repr(option)
+
 
 class FabricStrategiesMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
@@ -80,22 +92,30 @@ class FabricStrategiesMixin:
         combinations: list[tuple[int, dict[str, Value]]] = [(self.guard, given)]
         if self.decisions.narrows:
             for name in given:
-                combinations = [
+                expanded = [
                     (both, {**chosen, name: leaf})
                     for guard, chosen in combinations
                     for both, leaf in self._argument_options(chosen[name], guard)
                 ]
+                if len(expanded) > MAX_FABRIC_OPTIONS:
+                    # The rest stay choices: the statement splits on them (counted in steps), and
+                    # each part builds its own, smaller, Fabric.
+                    break
+                combinations = expanded
         options: list[tuple[int, StrategyOption]] = []
+        where: dict[Any, int] = {}
         saved_guard = self.guard
         try:
             for guard, chosen in combinations:
+                self._tick()
                 self.guard = guard
                 option = self._strategy_option(chosen, opaque, frame, qualname)
-                for index, (known_guard, known) in enumerate(options):
-                    if known == option:
-                        options[index] = (self.guards.or_(known_guard, guard), known)
-                        break
+                key = _option_key(option)
+                if key in where:
+                    index = where[key]
+                    options[index] = (self.guards.or_(options[index][0], guard), option)
                 else:
+                    where[key] = len(options)
                     options.append((guard, option))
         finally:
             self.guard = saved_guard

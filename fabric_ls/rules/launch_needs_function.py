@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.source import ParsedSource
@@ -55,6 +55,18 @@ def launch_with_function_fix(event: CallEvent) -> Optional[Fix]:
     place, parsed, fabric = event.place, event.parsed, event.fabric_text
     if place is None or not fabric.isidentifier():
         return None
+    # Asked again for each strategy the Fabric may have: the rewrite depends on these alone.
+    spawned = event.strategy.start_method in ("spawn", "forkserver")
+    key = (id(event.node), id(place.statement), place.index, fabric, spawned)
+    known: dict[tuple[Any, ...], Optional[Fix]] = parsed.derived.setdefault("launch_with_function_fix", {})
+    if key not in known:
+        known[key] = _launch_with_function_fix(event, spawned)
+    return known[key]
+
+
+def _launch_with_function_fix(event: CallEvent, spawned: bool) -> Optional[Fix]:
+    place, parsed, fabric = event.place, event.parsed, event.fabric_text
+    assert place is not None
     statement = place.statement
     if not isinstance(statement, ast.Expr) or statement.value is not event.node:
         return None
@@ -74,7 +86,6 @@ def launch_with_function_fix(event: CallEvent) -> Optional[Fix]:
     in_function = isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and place.block is scope.body
     if guard is None and not in_function and place.block is not tree.body:
         return None
-    spawned = event.strategy.start_method in ("spawn", "forkserver")
     if spawned and in_function:
         return None  # a function defined in a function cannot be pickled for the workers
     moved = bound_names(tail)
