@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 from typing import Any, Optional
 
-from fabric_ls.analysis.guards import TRUE, DecisionInfo
+from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
 from fabric_ls.analysis.join import SplitHere as _SplitHere
 from fabric_ls.analysis.join import condition_key as _condition_key
+from fabric_ls.analysis.join import same
 from fabric_ls.analysis.join import static_truth as _static_truth
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
@@ -28,6 +29,7 @@ from fabric_ls.analysis.values import (
     BoundMethod,
     Choice,
     ClassRef,
+    Const,
     External,
     FunctionRef,
     Merged,
@@ -36,6 +38,26 @@ from fabric_ls.analysis.values import (
     Unknown,
     Value,
 )
+
+
+def _distinct_options(
+    guards: Guards, options: tuple[Value, ...], option_guards: list[int]
+) -> tuple[list[Value], list[int]]:
+    """A choice's options with equal constants (and the same object) taken once, under the union of
+    their guards: ``empty_init=self.sharded`` is True or False, however many strategies give each."""
+    distinct: list[Value] = []
+    distinct_guards: list[int] = []
+    for option, guard in zip(options, option_guards):
+        for index, known in enumerate(distinct):
+            if known is option or (
+                isinstance(known, Const) and isinstance(option, Const) and same(known, option)
+            ):
+                distinct_guards[index] = guards.or_(distinct_guards[index], guard)
+                break
+        else:
+            distinct.append(option)
+            distinct_guards.append(guard)
+    return distinct, distinct_guards
 
 
 class ConditionsMixin:
@@ -124,8 +146,8 @@ class ConditionsMixin:
     def _concrete(self, value: Value) -> Value:
         """Resolve a Choice to one option on this path (forking the run where several remain)."""
         while isinstance(value, Choice):
-            index = self._fork(value.key, self._option_guards(value))
-            value = value.options[index]
+            options, guards = _distinct_options(self.guards, value.options, self._option_guards(value))
+            value = options[self._fork(value.key, guards)]
         return value
 
     def _option_guards(self, choice: Choice) -> list[int]:
