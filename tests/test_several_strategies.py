@@ -258,3 +258,39 @@ def test_a_fabric_with_more_combinations_than_one_object_holds_is_still_checked_
     # XLA too needs the joint setup: "auto" on a TPU with more than one device is XLAStrategy.
     tpu = "`--accelerator` is 'tpu' and `--strategy` is 'deepspeed' or 'auto' and `--devices` is not 1"
     assert by_code["FAB001"] == (21, "warning", f"`--strategy` is 'deepspeed' or ({tpu})")
+
+
+NESTED_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(4, 4)
+        self.head = torch.nn.Linear(4, 2)
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--strategy", choices={choices}, default={default})
+args = parser.parse_args()
+fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
+fabric.launch()
+with fabric.init_module(empty_init=True):
+    model = Net()
+optimizer = torch.optim.Adam(model.head.parameters())
+model, optimizer = fabric.setup(model, optimizer)
+"""
+
+
+@pytest.mark.parametrize("choices", [["ddp", "fsdp"], ["fsdp", "ddp"]])
+def test_the_layers_a_module_builds_under_init_module_are_meta_under_fsdp_only(tmp_path, choices):
+    # `Net()` splits on whether FSDP puts it on the meta device; its layers, built in its
+    # `__init__` on that side, follow: the optimizer over `model.head` is on meta under FSDP alone.
+    source = NESTED_SCRIPT.replace("{choices}", repr(choices)).replace("{default}", repr(choices[0]))
+    (finding,) = found(check(tmp_path, source))
+    default = " (the default)" if choices[0] == "fsdp" else ""
+    assert finding == ("FAB002", 22, "warning", f"`--strategy` is 'fsdp'{default}")
