@@ -294,3 +294,48 @@ def test_the_layers_a_module_builds_under_init_module_are_meta_under_fsdp_only(t
     (finding,) = found(check(tmp_path, source))
     default = " (the default)" if choices[0] == "fsdp" else ""
     assert finding == ("FAB002", 22, "warning", f"`--strategy` is 'fsdp'{default}")
+
+
+BACKWARD_SCRIPT = """\
+import argparse
+
+import torch
+from lightning.fabric import Fabric
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--strategy", choices=["ddp", "deepspeed", "fsdp", "ddp_spawn"], default="ddp")
+parser.add_argument("--precision", choices=["32-true", "16-mixed", "bf16-mixed"], default="32-true")
+args = parser.parse_args()
+fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy, precision=args.precision)
+fabric.launch(lambda fabric: None)
+fabric.barrier()
+model, optimizer = fabric.setup(torch.nn.Linear(4, 2), torch.optim.SGD([torch.zeros(1)], lr=0.1))
+loss = model(torch.randn(2, 4)).sum()
+loss.backward()
+"""
+
+
+def test_a_rule_that_reads_the_precision_tells_each_precision_apart(tmp_path):
+    # FAB016 reads the class and the precision: DeepSpeed and FSDP always need fabric.backward,
+    # DDP (the other two choices) only under mixed precision.
+    (finding,) = [f for f in found(check(tmp_path, BACKWARD_SCRIPT)) if f[0] == "FAB016"]
+    mixed = "`--precision` is '16-mixed' or 'bf16-mixed'"
+    assert finding == ("FAB016", 15, "warning", f"`--strategy` is 'deepspeed' or 'fsdp' or {mixed}")
+
+
+def test_the_rules_run_once_per_value_of_what_they_read(tmp_path, monkeypatch):
+    # 4 strategies × 3 precisions: the rules on `fabric.barrier()` read the strategy's class and how
+    # many processes it runs, never the precision, so they run once per class (ddp and ddp_spawn are
+    # both DDPStrategy), not once per combination (12).
+    import fabric_ls.engine as engine
+
+    runs: list[str] = []
+    real = engine._RuleChecker.__call__
+
+    def counting(self, event):
+        runs.append(event.method)
+        return real(self, event)
+
+    monkeypatch.setattr(engine._RuleChecker, "__call__", counting)
+    check(tmp_path, BACKWARD_SCRIPT)
+    assert runs.count("barrier") == 3

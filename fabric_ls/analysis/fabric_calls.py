@@ -14,7 +14,7 @@ from fabric_ls.analysis.events import (
     FabricState,
     PerPath,
 )
-from fabric_ls.analysis.guards import TRUE
+from fabric_ls.analysis.guards import FALSE, TRUE
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
 from fabric_ls.analysis.join import (
     StopRun,
@@ -41,6 +41,7 @@ from fabric_ls.analysis.values import (
     Unknown,
     Value,
 )
+from fabric_ls.analysis.verdicts import verdicts_per_strategy
 
 
 class FabricMixin:
@@ -100,23 +101,16 @@ class FabricMixin:
         split = [(name, value) for name, value in split if isinstance(value, PerPath)]
         if not split and not state.options:
             return [(self.guard, event, self.check(event))]
+        if state.options and not split:
+            return verdicts_per_strategy(self.check, self.guards, self.guard, event)
         combinations: list[tuple[int, dict[str, Any]]] = [(self.guard, {})]
         if state.options:
             combinations = [
-                (option_guard, {"option": index})
+                (both, {"option": index})
                 for index, (option_guard, _) in enumerate(state.options)
-                if self.guards.feasible(self.guard, option_guard)
+                for both in (self.guards.and_(self.guard, option_guard),)
+                if both != FALSE
             ]
-            if not split:
-                # The guard of a call no rule fires on is never read: only a verdict gets its own.
-                verdicts = []
-                for option_guard, chosen in combinations:
-                    seen = replace(event, fabric=state.with_option(chosen["option"]))
-                    verdict = self.check(seen)
-                    guard = self.guards.and_(self.guard, option_guard) if verdict is not None else self.guard
-                    verdicts.append((guard, seen, verdict))
-                return verdicts
-            combinations = [(self.guards.and_(self.guard, guard), chosen) for guard, chosen in combinations]
         for name, value in split:
             combinations = [
                 (both, {**chosen, name: option})

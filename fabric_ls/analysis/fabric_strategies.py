@@ -45,7 +45,17 @@ from fabric_ls.analysis.values import (
 )
 
 # Strategies one Fabric object holds at most (one per combination of its arguments' values).
-MAX_FABRIC_OPTIONS = 64
+MAX_FABRIC_OPTIONS = 128
+
+
+def _one_choice(given: dict[str, Value]) -> list[list[str]]:
+    """The arguments that are parts of one choice (same key, same guards: unpacked from one tuple)."""
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, value in given.items():
+        if isinstance(value, Choice):
+            signature = (value.key, getattr(value, "guards", None), len(value.options))
+            groups.setdefault(signature, []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
 
 
 def _option_key(option: StrategyOption) -> Any:
@@ -91,6 +101,16 @@ class FabricStrategiesMixin:
         """
         combinations: list[tuple[int, dict[str, Value]]] = [(self.guard, given)]
         if self.decisions.narrows:
+            for names in _one_choice(given):
+                # ``accelerator, strategy, precision = settings(args)``: one option of the helper's
+                # result each, the same one for all three (not every combination of them).
+                combinations = [
+                    (both, {**chosen, **{name: chosen[name].options[index] for name in names}})  # type: ignore[attr-defined]
+                    for guard, chosen in combinations
+                    for index, option_guard in enumerate(self._option_guards(chosen[names[0]]))  # type: ignore[arg-type]
+                    for both in (self.guards.and_(guard, option_guard),)
+                    if self.guards.feasible(both)
+                ]
             for name in given:
                 expanded = [
                     (both, {**chosen, name: leaf})

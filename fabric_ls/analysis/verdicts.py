@@ -1,0 +1,106 @@
+"""The rules' verdicts on a call on a Fabric with several strategies, each computed once.
+
+A rule is a pure function of the call and of what it reads from the strategy. Checked with one
+strategy, a recording view of it notes the fields the rules read; another strategy that agrees on
+every one of those fields gets the same verdict without running the rules again. A Fabric whose
+arguments take 120 combinations (strategy × devices × precision) is checked, on a call whose rules
+read only the strategy class, once per class.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Callable, Optional
+
+from fabric_ls.analysis.events import CallEvent, FabricState
+from fabric_ls.analysis.guards import Guards
+from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
+
+
+class _Reading:
+    """A ResolvedStrategy that notes the fields read from it, through its methods and properties too."""
+
+    __slots__ = ("_strategy", "_read")
+
+    def __init__(self, strategy: ResolvedStrategy, read: list[str]) -> None:
+        self._strategy = strategy
+        self._read = read
+
+    def __getattr__(self, name: str) -> Any:
+        defined = getattr(type(self._strategy), name, None)
+        if isinstance(defined, property):
+            return defined.fget(self)  # type: ignore[misc]
+        if callable(defined):
+            return functools.partial(defined, self)  # ``is_a``: the fields it reads land here
+        self._read.append(name)
+        return getattr(self._strategy, name)
+
+
+def _equal(first: Any, second: Any) -> bool:
+    try:
+        return type(first) is type(second) and bool(first == second)
+    except Exception:
+        return False
+
+
+class _Verdicts:
+    """What the rules said on one call, by what they read: (fields, values, strategy call, verdict)."""
+
+    def __init__(self, check: Callable[[CallEvent], Any], event: CallEvent) -> None:
+        self.check = check
+        self.event = event
+        self.known: list[tuple[tuple[str, ...], tuple[Any, ...], Any, str, Any]] = []
+
+    def verdict(self, index: int) -> Any:
+        state: FabricState = self.event.fabric
+        option = state.options[index][1]
+        strategy = option.strategy
+        for fields, values, call, path, verdict in self.known:
+            if (
+                call is option.strategy_call
+                and path == option.strategy_path
+                and all(_equal(getattr(strategy, f), v) for f, v in zip(fields, values))
+            ):
+                return verdict
+        read: list[str] = []
+        seen = _as_seen(self.event, index)
+        seen.fabric.strategy = _Reading(strategy, read)
+        try:
+            verdict = self.check(seen)
+        finally:
+            seen.fabric.strategy = strategy  # the copy is shared (FabricState.with_option)
+        fields = tuple(dict.fromkeys(read))
+        values = tuple(getattr(strategy, f) for f in fields)
+        self.known.append((fields, values, option.strategy_call, option.strategy_path, verdict))
+        return verdict
+
+
+def verdicts_per_strategy(
+    check: Callable[[CallEvent], Any], guards: Guards, path_guard: int, event: CallEvent
+) -> list[tuple[int, CallEvent, Any]]:
+    """(guard, the call as the rules saw it, verdict) for each strategy this path allows that a rule
+    fires on; one call no rule fires on is kept once, under the path's guard, for the call sites
+    (nothing reads its guard)."""
+    state = event.fabric
+    verdicts = _Verdicts(check, event)
+    found: list[tuple[int, CallEvent, Any]] = []
+    quiet: Optional[int] = None
+    for index, (option_guard, _) in enumerate(state.options):
+        if not guards.feasible(path_guard, option_guard):
+            continue
+        verdict = verdicts.verdict(index)
+        if verdict is None:
+            quiet = index if quiet is None else quiet
+            continue
+        found.append((guards.and_(path_guard, option_guard), _as_seen(event, index), verdict))
+    if quiet is not None or not found:
+        found.insert(0, (path_guard, _as_seen(event, quiet or 0), None))
+    return found
+
+
+def _as_seen(event: CallEvent, index: int) -> CallEvent:
+    """The call with the Fabric's ``index``-th strategy: what a rule reads, and the findings later."""
+    seen = copy.copy(event)
+    seen.fabric = event.fabric.with_option(index)
+    return seen
