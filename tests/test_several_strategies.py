@@ -339,3 +339,28 @@ def test_the_rules_run_once_per_value_of_what_they_read(tmp_path, monkeypatch):
     monkeypatch.setattr(engine._RuleChecker, "__call__", counting)
     check(tmp_path, BACKWARD_SCRIPT)
     assert runs.count("barrier") == 3
+
+
+def test_an_argument_the_script_tested_is_the_constant_it_equals_on_that_side(tmp_path):
+    # `args.devices == 1` held: Fabric gets devices=1 there, and "auto" on one TPU core is
+    # SingleDeviceXLAStrategy (not the multi-device XLAStrategy an unknown count would give).
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+
+        from lightning.fabric import Fabric
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--devices", type=int, default=8)
+        args = parser.parse_args()
+        strategy = "auto" if args.devices == 1 else "xla"
+        fabric = Fabric(accelerator="tpu", devices=args.devices, strategy=strategy)
+        """,
+    )
+    (site,) = analysis.fabric_sites
+    candidates = {candidate.class_name: candidate.condition for candidate in site.candidates}
+    assert candidates == {
+        "XLAStrategy": "`--devices` is not 1 or `--devices` left at its default 8",
+        "SingleDeviceXLAStrategy": "`--devices` is 1",
+    }

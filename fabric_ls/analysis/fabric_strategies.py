@@ -48,6 +48,12 @@ from fabric_ls.analysis.values import (
 MAX_FABRIC_OPTIONS = 128
 
 
+# The arguments whose value, where a test pinned it, decides between a single-device and a
+# multi-device strategy ("auto" on one TPU core is SingleDeviceXLAStrategy). Other arguments a test
+# pins (a precision in a list) would multiply the strategies and change no class.
+_COUNTS = frozenset({"devices", "num_nodes"})
+
+
 def _one_choice(given: dict[str, Value]) -> list[list[str]]:
     """The arguments that are parts of one choice (same key, same guards: unpacked from one tuple)."""
     groups: dict[tuple[Any, ...], list[str]] = {}
@@ -115,7 +121,7 @@ class FabricStrategiesMixin:
                 expanded = [
                     (both, {**chosen, name: leaf})
                     for guard, chosen in combinations
-                    for both, leaf in self._argument_options(chosen[name], guard)
+                    for both, leaf in self._argument_options(chosen[name], guard, name in _COUNTS)
                 ]
                 if len(expanded) > MAX_FABRIC_OPTIONS:
                     # The rest stay choices: the statement splits on them (counted in steps), and
@@ -161,7 +167,7 @@ class FabricStrategiesMixin:
         self._emit(fabric, "Fabric", node, frame, args, keywords)
         return fabric
 
-    def _argument_options(self, value: Value, guard: int) -> list[tuple[int, Value]]:
+    def _argument_options(self, value: Value, guard: int, pin: bool = False) -> list[tuple[int, Value]]:
         """The plain values a ``Fabric(...)`` argument takes where ``guard`` holds, each under its guard;
         a strategy object once per value of its own options (``DeepSpeedStrategy(stage=s)``)."""
         options = [(guard, value)]
@@ -176,6 +182,9 @@ class FabricStrategiesMixin:
                 ]
         found: list[tuple[int, Value]] = []
         for option_guard, option in options:
+            if pin and isinstance(option, Unknown) and option.key:
+                found.extend(self._pinned(option, option_guard))
+                continue
             if not isinstance(option, StrategyObj):
                 found.append((option_guard, option))
                 continue
@@ -188,6 +197,22 @@ class FabricStrategiesMixin:
                         for both, leaf in self._argument_options(item, guard_so_far)
                     ]
             found.extend(objects)
+        return found
+
+    def _pinned(self, value: Unknown, guard: int) -> list[tuple[int, Value]]:
+        """A device count the script tested (``if args.devices == 1:``): the constant it equals on
+        the paths where a test of it held, itself elsewhere."""
+        found: list[tuple[int, Value]] = []
+        none = guard
+        for constant, literal in self.guards.compared(value.key):
+            both = self.guards.and_(guard, literal)
+            if self.guards.feasible(both):
+                found.append((both, Const(constant)))
+                none = self.guards.and_(none, self.guards.not_(literal))
+        if not found:
+            return [(guard, value)]
+        if self.guards.feasible(none):
+            found.append((none, value))
         return found
 
     def _strategy_option(

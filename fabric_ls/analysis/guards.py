@@ -65,6 +65,8 @@ class Guards:
         self._equalities: dict[str, list[int]] = {}
         self._equality_subject: dict[int, str] = {}
         self._equality_literals: dict[str, int] = {}
+        # subject → (constant, literal) for each constant it was compared with, in order.
+        self._compared: dict[str, list[tuple[object, int]]] = {}
         self._equality_implies: dict[int, tuple[str, int]] = {}
         self._options: dict[tuple[int, int], int] = {}
 
@@ -161,7 +163,12 @@ class Guards:
         others.append(decision)
         self._equality_subject[decision] = subject
         self._equality_literals[key] = literal
+        self._compared.setdefault(subject, []).append((constant, literal))
         return literal
+
+    def compared(self, subject: str) -> list[tuple[object, int]]:
+        """The constants ``subject`` was compared with so far, each with its "equals" literal."""
+        return self._compared.get(subject, [])
 
     # ----- operations ----------------------------------------------------------------
 
