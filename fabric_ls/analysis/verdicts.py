@@ -13,7 +13,7 @@ import copy
 import functools
 from typing import Any, Callable, Optional
 
-from fabric_ls.analysis.events import CallEvent, FabricState
+from fabric_ls.analysis.events import CallEvent
 from fabric_ls.analysis.guards import Guards
 from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
 
@@ -45,24 +45,32 @@ def _equal(first: Any, second: Any) -> bool:
 
 
 class _Verdicts:
-    """What the rules said on one call, by what they read: (fields, values, strategy call, verdict)."""
+    """What the rules said on one call, by the fields they read and those fields' values."""
 
     def __init__(self, check: Callable[[CallEvent], Any], event: CallEvent) -> None:
         self.check = check
         self.event = event
-        self.known: list[tuple[tuple[str, ...], tuple[Any, ...], Any, str, Any]] = []
+        # fields read → {(strategy object's call, its file, (type, value) of each field): verdict};
+        # values that cannot be hashed (a list among a strategy's options) are compared one by one.
+        self.known: dict[tuple[str, ...], dict[Any, Any]] = {}
+        self.unhashable: list[tuple[tuple[str, ...], tuple[Any, ...], Any]] = []
 
     def verdict(self, index: int) -> Any:
-        state: FabricState = self.event.fabric
-        option = state.options[index][1]
-        strategy = option.strategy
-        for fields, values, call, path, verdict in self.known:
-            if (
-                call is option.strategy_call
-                and path == option.strategy_path
-                and all(_equal(getattr(strategy, f), v) for f, v in zip(fields, values))
-            ):
+        option = self.event.fabric.options[index][1]
+        for fields, verdicts in self.known.items():
+            key = _key(option, fields)
+            try:
+                if key in verdicts:
+                    return verdicts[key]
+            except TypeError:
+                pass
+        for fields, values, verdict in self.unhashable:
+            if _same_key(_key(option, fields), values):
                 return verdict
+        return self._run(index, option)
+
+    def _run(self, index: int, option: Any) -> Any:
+        strategy = option.strategy
         read: list[str] = []
         seen = _as_seen(self.event, index)
         seen.fabric.strategy = _Reading(strategy, read)
@@ -71,9 +79,25 @@ class _Verdicts:
         finally:
             seen.fabric.strategy = strategy  # the copy is shared (FabricState.with_option)
         fields = tuple(dict.fromkeys(read))
-        values = tuple(getattr(strategy, f) for f in fields)
-        self.known.append((fields, values, option.strategy_call, option.strategy_path, verdict))
+        key = _key(option, fields)
+        try:
+            self.known.setdefault(fields, {})[key] = verdict
+        except TypeError:
+            self.unhashable.append((fields, key, verdict))
         return verdict
+
+
+def _key(option: Any, fields: tuple[str, ...]) -> tuple[Any, ...]:
+    strategy = option.strategy
+    return (
+        option.strategy_call,
+        option.strategy_path,
+        *((type(v), v) for v in (getattr(strategy, f) for f in fields)),
+    )
+
+
+def _same_key(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
+    return len(first) == len(second) and all(_equal(a, b) for a, b in zip(first, second))
 
 
 def verdicts_per_strategy(
