@@ -43,6 +43,10 @@ from fabric_ls.analysis.values import (
 )
 from fabric_ls.analysis.verdicts import verdicts_per_strategy
 
+# Combinations of its arguments' values a Fabric call is checked on in place (each joined to the
+# next, one nesting level each); past that, the statement splits on them one argument at a time.
+MAX_CALL_COMBINATIONS = 32
+
 
 class FabricMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
@@ -228,7 +232,7 @@ class FabricMixin:
         # (several options each), so the function runs once, not once per combination of them.
         passed_on = 1 if method == "launch" else len(args)
         combinations = self._plain_arguments(args[:passed_on])
-        if len(combinations) > 1:
+        if 1 < len(combinations) <= MAX_CALL_COMBINATIONS:
             # One of several models (and the optimizer built over it): the call once per
             # combination, under its guard, joined; the arguments are not evaluated again.
             rest = args[passed_on:]

@@ -108,15 +108,7 @@ class FabricStrategiesMixin:
         combinations: list[tuple[int, dict[str, Value]]] = [(self.guard, given)]
         if self.decisions.narrows:
             for names in _one_choice(given):
-                # ``accelerator, strategy, precision = settings(args)``: one option of the helper's
-                # result each, the same one for all three (not every combination of them).
-                combinations = [
-                    (both, {**chosen, **{name: chosen[name].options[index] for name in names}})  # type: ignore[attr-defined]
-                    for guard, chosen in combinations
-                    for index, option_guard in enumerate(self._option_guards(chosen[names[0]]))  # type: ignore[arg-type]
-                    for both in (self.guards.and_(guard, option_guard),)
-                    if self.guards.feasible(both)
-                ]
+                combinations = self._one_option_each(combinations, names)
             for name in given:
                 expanded = [
                     (both, {**chosen, name: leaf})
@@ -139,7 +131,7 @@ class FabricStrategiesMixin:
                 key = _option_key(option)
                 if key in where:
                     index = where[key]
-                    options[index] = (self.guards.or_(options[index][0], guard), option)
+                    options[index] = (self.guards.or_(options[index][0], guard), options[index][1])
                 else:
                     where[key] = len(options)
                     options.append((guard, option))
@@ -166,6 +158,21 @@ class FabricStrategiesMixin:
         fabric = FabricObj(state)
         self._emit(fabric, "Fabric", node, frame, args, keywords)
         return fabric
+
+    def _one_option_each(
+        self, combinations: list[tuple[int, dict[str, Value]]], names: list[str]
+    ) -> list[tuple[int, dict[str, Value]]]:
+        """``accelerator, strategy, precision = settings(args)``: the arguments ``names`` are parts of
+        one choice; each combination takes one of its options for all of them, not every mix."""
+        found: list[tuple[int, dict[str, Value]]] = []
+        for guard, chosen in combinations:
+            parts: list[Choice] = [chosen[name] for name in names]  # type: ignore[misc]
+            for index, option_guard in enumerate(self._option_guards(parts[0])):
+                both = self.guards.and_(guard, option_guard)
+                if self.guards.feasible(both):
+                    picked = {name: part.options[index] for name, part in zip(names, parts)}
+                    found.append((both, {**chosen, **picked}))
+        return found
 
     def _argument_options(self, value: Value, guard: int, pin: bool = False) -> list[tuple[int, Value]]:
         """The plain values a ``Fabric(...)`` argument takes where ``guard`` holds, each under its guard;
