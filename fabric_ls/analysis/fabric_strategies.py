@@ -20,13 +20,12 @@ from fabric_ls.analysis.events import (
 )
 from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import (
-    same,
+    merge_values,
 )
 from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
 from fabric_ls.analysis.state import (
     Frame,
 )
-from fabric_ls.analysis.trail import new_uid
 from fabric_ls.analysis.value_ops import (
     _NOT_LITERAL,
     _UNREADABLE,
@@ -38,7 +37,6 @@ from fabric_ls.analysis.values import (
     Const,
     Evidence,
     FabricObj,
-    Merged,
     StrategyObj,
     Unknown,
     Value,
@@ -358,19 +356,6 @@ class FabricStrategiesMixin:
 
     def _per_strategy(self, state: FabricState, read: Callable[[ResolvedStrategy], Value]) -> Value:
         """A value read from the Fabric's strategy: one per strategy it may have, each under its guard."""
-        values: list[Value] = []
-        guards: list[int] = []
-        for guard, strategy in self._strategies_here(state):
-            value = read(strategy)
-            for index, known in enumerate(values):
-                if same(known, value):
-                    guards[index] = self.guards.or_(guards[index], guard)
-                    break
-            else:
-                values.append(value)
-                guards.append(guard)
-        if len(values) == 1:
-            return values[0]
-        return Merged(
-            f"strategy:{state.uid}:{new_uid()}", tuple(values), ("",) * len(values), guards=tuple(guards)
-        )
+        # Joined as two sides of a branch are: equal values once, under the union of their guards.
+        alternatives = [(guard, read(strategy)) for guard, strategy in self._strategies_here(state)]
+        return merge_values(self, alternatives, "strategy")  # type: ignore[arg-type]
