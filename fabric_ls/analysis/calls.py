@@ -25,7 +25,7 @@ from fabric_ls.analysis.state import (
     Frame,
     _NoForks,
 )
-from fabric_ls.analysis.strategies import STRATEGY_CLASSES
+from fabric_ls.analysis.strategies import STRATEGY_CLASSES, creates_meta_at_empty_init
 from fabric_ls.analysis.value_ops import (
     _bind_fields,
     _class_method,
@@ -62,9 +62,8 @@ MAX_SUMMARY_OBJECTS = 3
 _MOVES = frozenset({"to", "cuda", "xpu", "mps", "to_device"})
 
 
-def _shards_at_init(strategy: Any) -> bool:
-    """``init_module(empty_init=True)`` puts parameters on the meta device under these strategies."""
-    return bool(strategy.is_a("FSDPStrategy") or strategy.is_a("ModelParallelStrategy"))
+def _meta_at_empty_init(strategy: Any) -> bool:
+    return creates_meta_at_empty_init(strategy.class_name)
 
 
 class CallsMixin:
@@ -295,8 +294,8 @@ class CallsMixin:
                 if ctx.fabric is None or not ctx.empty_init:
                     return False
                 # Of a Fabric with several strategies, the statement runs once per answer.
-                strategy = self._one_strategy(ctx.fabric.site, _shards_at_init)
-                return _shards_at_init(strategy)
+                strategy = self._one_strategy(ctx.fabric.site, _meta_at_empty_init)
+                return _meta_at_empty_init(strategy)
         return False
 
     def _call_function(

@@ -99,3 +99,13 @@ def uses_spawn_launcher(class_name: str, start_method: Optional[str]) -> bool:
 def is_single_process(class_name: str) -> bool:
     """Strategies exempt from the launch check (FAB009)."""
     return is_subclass(class_name, "SingleDeviceStrategy") or is_subclass(class_name, "DataParallelStrategy")
+
+
+# Classes whose ``module_init_context(empty_init=True)`` enters ``torch.device("meta")``
+# (fsdp.py:346, model_parallel.py:204); XLAFSDPStrategy only skips initialisation (xla_fsdp.py:233).
+META_AT_EMPTY_INIT = ("FSDPStrategy", "ModelParallelStrategy")
+
+
+def creates_meta_at_empty_init(class_name: Optional[str]) -> bool:
+    """``fabric.init_module(empty_init=True)`` puts parameters on the meta device under this class."""
+    return any(is_subclass(class_name, base) for base in META_AT_EMPTY_INIT)
