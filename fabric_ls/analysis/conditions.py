@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
 from fabric_ls.analysis.join import SplitHere as _SplitHere
@@ -58,6 +58,16 @@ def _distinct_options(
             distinct.append(option)
             distinct_guards.append(guard)
     return distinct, distinct_guards
+
+
+def _parts_of_one_choice(values: dict[Any, Value]) -> list[list[Any]]:
+    """The values that are parts of one choice (same key, same guards: unpacked from one tuple)."""
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for name, value in values.items():
+        if isinstance(value, Choice):
+            signature = (value.key, getattr(value, "guards", None), len(value.options))
+            groups.setdefault(signature, []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
 
 
 class ConditionsMixin:
@@ -212,6 +222,57 @@ class ConditionsMixin:
         if not relevant:
             return None
         return then_guard, else_guard
+
+    def _options_under(self, value: Value, guard: int) -> list[tuple[int, Value]]:
+        """A value's plain options where ``guard`` holds, each under ``guard`` and its own guard."""
+        if not isinstance(value, Choice):
+            return [(guard, value)]
+        leaves = self._leaves(value, TRUE, 0)
+        if len(leaves) < 2:
+            return [(guard, value)]  # one option here: read as it is (``_concrete`` takes it)
+        return [
+            (both, leaf)
+            for leaf_guard, leaf in leaves
+            for both in (self.guards.and_(guard, leaf_guard),)
+            if self.guards.feasible(both)
+        ]
+
+    def _combinations(
+        self,
+        values: dict[Any, Value],
+        expand: Optional[Callable[[Any, Value, int], list[tuple[int, Value]]]] = None,
+        limit: Optional[int] = None,
+    ) -> list[tuple[int, dict[Any, Value]]]:
+        """Each combination of the values' options that this path allows, under its guard.
+
+        Values that are parts of one choice (``accelerator, strategy, precision = settings(args)``,
+        unpacked from one tuple) take the same option, not every mix of theirs; the others take
+        every option, ``expand(name, value, guard)`` giving them (by default, their plain options).
+        Past ``limit`` combinations, the values not expanded yet stay as they are.
+        """
+        combinations: list[tuple[int, dict[Any, Value]]] = [(self.guard, dict(values))]
+        if not self.decisions.narrows:
+            return combinations
+        for names in _parts_of_one_choice(values):
+            combinations = [
+                (both, {**chosen, **{name: chosen[name].options[index] for name in names}})  # type: ignore[attr-defined]
+                for guard, chosen in combinations
+                for index, option_guard in enumerate(self._option_guards(chosen[names[0]]))  # type: ignore[arg-type]
+                for both in (self.guards.and_(guard, option_guard),)
+                if self.guards.feasible(both)
+            ]
+        for name in values:
+            expanded = [
+                (both, {**chosen, name: option})
+                for guard, chosen in combinations
+                for both, option in (
+                    expand(name, chosen[name], guard) if expand else self._options_under(chosen[name], guard)
+                )
+            ]
+            if limit is not None and len(expanded) > limit:
+                break
+            combinations = expanded
+        return combinations
 
     def _leaves(self, value: Value, guard: int, depth: int) -> list[tuple[int, Value]]:
         """A value's plain options with the guard of each (Choices and Merged values flattened)."""

@@ -138,24 +138,6 @@ class FabricMixin:
                 setattr(state, name, value)
         return verdicts
 
-    def _plain_arguments(self, args: list[Value]) -> list[tuple[int, list[Value]]]:
-        """Each combination of the arguments' plain values that this path allows, under its guard
-        (one, the arguments as they are, where none has several)."""
-        combinations: list[tuple[int, list[Value]]] = [(self.guard, [])]
-        for arg in args:
-            leaves = self._leaves(arg, TRUE, 0) if isinstance(arg, Choice) and self.decisions.narrows else []
-            if len(leaves) < 2:
-                combinations = [(guard, [*plain, arg]) for guard, plain in combinations]
-                continue
-            combinations = [
-                (both, [*plain, leaf])
-                for guard, plain in combinations
-                for leaf_guard, leaf in leaves
-                for both in (self.guards.and_(guard, leaf_guard),)
-                if self.guards.feasible(both)
-            ]
-        return combinations
-
     def _change_field(self, state: FabricState, name: str, change: Callable[[Any], Any]) -> None:
         """Update a plain field of a Fabric's state on this path (each of its values if it has several)."""
         value = getattr(state, name)
@@ -231,7 +213,10 @@ class FabricMixin:
         # The rules read plain values; what ``launch`` passes on to its function stays as it is
         # (several options each), so the function runs once, not once per combination of them.
         passed_on = 1 if method == "launch" else len(args)
-        combinations = self._plain_arguments(args[:passed_on])
+        combinations = [
+            (guard, list(chosen.values()))
+            for guard, chosen in self._combinations(dict(enumerate(args[:passed_on])))
+        ]
         if 1 < len(combinations) <= MAX_CALL_COMBINATIONS:
             # One of several models (and the optimizer built over it): the call once per
             # combination, under its guard, joined; the arguments are not evaluated again.

@@ -18,7 +18,6 @@ from fabric_ls.analysis.events import (
     FabricState,
     StrategyOption,
 )
-from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import (
     merge_values,
 )
@@ -50,16 +49,6 @@ MAX_FABRIC_OPTIONS = 128
 # multi-device strategy ("auto" on one TPU core is SingleDeviceXLAStrategy). Other arguments a test
 # pins (a precision in a list) would multiply the strategies and change no class.
 _COUNTS = frozenset({"devices", "num_nodes"})
-
-
-def _one_choice(given: dict[str, Value]) -> list[list[str]]:
-    """The arguments that are parts of one choice (same key, same guards: unpacked from one tuple)."""
-    groups: dict[tuple[Any, ...], list[str]] = {}
-    for name, value in given.items():
-        if isinstance(value, Choice):
-            signature = (value.key, getattr(value, "guards", None), len(value.options))
-            groups.setdefault(signature, []).append(name)
-    return [names for names in groups.values() if len(names) > 1]
 
 
 def _option_key(option: StrategyOption) -> Any:
@@ -103,21 +92,13 @@ class FabricStrategiesMixin:
         that computes them) does not run again per strategy or precision, and what is built from
         the Fabric afterwards is built once (FabricState.options).
         """
-        combinations: list[tuple[int, dict[str, Value]]] = [(self.guard, given)]
-        if self.decisions.narrows:
-            for names in _one_choice(given):
-                combinations = self._one_option_each(combinations, names)
-            for name in given:
-                expanded = [
-                    (both, {**chosen, name: leaf})
-                    for guard, chosen in combinations
-                    for both, leaf in self._argument_options(chosen[name], guard, name in _COUNTS)
-                ]
-                if len(expanded) > MAX_FABRIC_OPTIONS:
-                    # The rest stay choices: the statement splits on them (counted in steps), and
-                    # each part builds its own, smaller, Fabric.
-                    break
-                combinations = expanded
+        # Past the limit the rest stay choices: the statement splits on them (counted in steps),
+        # and each part builds its own, smaller, Fabric.
+        combinations = self._combinations(
+            given,
+            lambda name, value, guard: self._argument_options(value, guard, name in _COUNTS),
+            MAX_FABRIC_OPTIONS,
+        )
         options: list[tuple[int, StrategyOption]] = []
         where: dict[Any, int] = {}
         saved_guard = self.guard
@@ -157,36 +138,11 @@ class FabricStrategiesMixin:
         self._emit(fabric, "Fabric", node, frame, args, keywords)
         return fabric
 
-    def _one_option_each(
-        self, combinations: list[tuple[int, dict[str, Value]]], names: list[str]
-    ) -> list[tuple[int, dict[str, Value]]]:
-        """``accelerator, strategy, precision = settings(args)``: the arguments ``names`` are parts of
-        one choice; each combination takes one of its options for all of them, not every mix."""
-        found: list[tuple[int, dict[str, Value]]] = []
-        for guard, chosen in combinations:
-            parts: list[Choice] = [chosen[name] for name in names]  # type: ignore[misc]
-            for index, option_guard in enumerate(self._option_guards(parts[0])):
-                both = self.guards.and_(guard, option_guard)
-                if self.guards.feasible(both):
-                    picked = {name: part.options[index] for name, part in zip(names, parts)}
-                    found.append((both, {**chosen, **picked}))
-        return found
-
     def _argument_options(self, value: Value, guard: int, pin: bool = False) -> list[tuple[int, Value]]:
         """The plain values a ``Fabric(...)`` argument takes where ``guard`` holds, each under its guard;
         a strategy object once per value of its own options (``DeepSpeedStrategy(stage=s)``)."""
-        options = [(guard, value)]
-        if isinstance(value, Choice):
-            leaves = self._leaves(value, TRUE, 0)
-            if len(leaves) > 1:
-                options = [
-                    (both, leaf)
-                    for leaf_guard, leaf in leaves
-                    for both in (self.guards.and_(guard, leaf_guard),)
-                    if self.guards.feasible(both)
-                ]
         found: list[tuple[int, Value]] = []
-        for option_guard, option in options:
+        for option_guard, option in self._options_under(value, guard):
             if pin and isinstance(option, Unknown) and option.key:
                 found.extend(self._pinned(option, option_guard))
                 continue
