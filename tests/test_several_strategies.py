@@ -258,6 +258,11 @@ def test_a_fabric_with_more_combinations_than_one_object_holds_is_still_checked_
     # XLA too needs the joint setup: "auto" on a TPU with more than one device is XLAStrategy.
     tpu = "`--accelerator` is 'tpu' and `--strategy` is 'deepspeed' or 'auto' and `--devices` is not 1"
     assert by_code["FAB001"] == (21, "warning", f"`--strategy` is 'deepspeed' or ({tpu})")
+    # The precision is the argument left to the split: XLA refusing mixed precision is found only
+    # if every part of the split was checked (the first alone is '32-true').
+    mixed = "`--precision` is '16-mixed' or 'bf16-mixed'"
+    xla = f"`--accelerator` is 'tpu' and `--strategy` is 'fsdp' or 'auto' and {mixed}"
+    assert by_code["FAB022"] == (13, "warning", xla)
 
 
 NESTED_SCRIPT = """\
