@@ -56,3 +56,22 @@ def test_the_shared_fixes_module_holds_no_builder_of_one_rule() -> None:
         and isinstance(node.args[0], ast.Constant)
     )
     assert named == []
+
+
+def test_a_rule_module_names_its_rule_once() -> None:
+    # The id is written in `RULE = "FAB0xx"` alone: a fix built with the id spelt again would keep
+    # the old id if the rule were renumbered.
+    import ast
+
+    spelt_again = []
+    for path in sorted((PACKAGE / "rules").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "make_fix"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                spelt_again.append(f"{path.name}:{node.lineno}")
+    assert spelt_again == []

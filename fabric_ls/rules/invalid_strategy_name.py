@@ -33,7 +33,7 @@ def closest_strategy_name_fix(event: CallEvent) -> Optional[Fix]:
             matches = get_close_matches(value.value.lower(), [*REGISTRY, "auto"], n=1, cutoff=0.6)
             if matches:
                 return make_fix(
-                    "FAB021", [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))]
+                    RULE, [TextEdit(event.parsed.span(value), repr(matches[0]).replace("'", '"'))]
                 )
     return None
 

@@ -99,7 +99,7 @@ def join_setup_fix(event: CallEvent) -> Optional[Fix]:
         alone = f"{model_name} = {parsed.segment(setup_call.func)}({model_name})"
         text = f"{newline}{indent_of(parsed, conditional)}else:{newline}{indent_of(parsed, statement)}{alone}"
         edits.append(insert_at_end(parsed, conditional, text))
-    return make_fix("FAB001", edits, safe)
+    return make_fix(RULE, edits, safe)
 
 
 def _optimizer_target(

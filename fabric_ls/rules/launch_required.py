@@ -55,7 +55,7 @@ def insert_launch_fix(event: CallEvent) -> Optional[Fix]:
     if name is None or not alone_on_lines(event.parsed, place.statement):
         return None
     text = newline_of(event.parsed) + indent_of(event.parsed, place.statement) + f"{name}.launch()"
-    return make_fix("FAB009", [insert_at_end(event.parsed, place.statement, text)])
+    return make_fix(RULE, [insert_at_end(event.parsed, place.statement, text)])
 
 
 VALID = [

@@ -38,7 +38,7 @@ def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
     if not event.fabric_text or not isinstance(node.func, ast.Attribute) or node.args or node.keywords:
         return None
     tensor = event.parsed.segment(node.func.value)
-    return make_fix("FAB016", [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
+    return make_fix(RULE, [TextEdit(event.parsed.span(node), f"{event.fabric_text}.backward({tensor})")])
 
 
 VALID = [
