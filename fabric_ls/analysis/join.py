@@ -431,7 +431,7 @@ def same(first: Any, second: Any) -> bool:
     if first is second:
         return True
     if isinstance(first, Const) and isinstance(second, Const):
-        return type(first.value) is type(second.value) and _equal(first.value, second.value)
+        return type(first.value) is type(second.value) and equal(first.value, second.value)
     if isinstance(first, Unknown) and isinstance(second, Unknown):
         return True
     if isinstance(first, list) and isinstance(second, list):
@@ -496,7 +496,8 @@ def _same_fabric(first: Any, second: Any) -> bool:
     )
 
 
-def _equal(first: Any, second: Any) -> bool:
+def equal(first: Any, second: Any) -> bool:
+    """``first == second`` for plain values, False where comparing raises."""
     try:
         return bool(first == second)
     except Exception:

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.events import CallEvent
 from fabric_ls.analysis.guards import Guards
+from fabric_ls.analysis.join import equal
 from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
 
 
@@ -35,13 +36,6 @@ class _Reading:
             return functools.partial(defined, self)  # ``is_a``: the fields it reads land here
         self._read.append(name)
         return getattr(self._strategy, name)
-
-
-def _equal(first: Any, second: Any) -> bool:
-    try:
-        return type(first) is type(second) and bool(first == second)
-    except Exception:
-        return False
 
 
 class _Verdicts:
@@ -97,7 +91,7 @@ def _key(option: Any, fields: tuple[str, ...]) -> tuple[Any, ...]:
 
 
 def _same_key(first: tuple[Any, ...], second: tuple[Any, ...]) -> bool:
-    return len(first) == len(second) and all(_equal(a, b) for a, b in zip(first, second))
+    return len(first) == len(second) and all(equal(a, b) for a, b in zip(first, second))
 
 
 def verdicts_per_strategy(
