@@ -455,3 +455,26 @@ def test_unpacking_what_one_of_two_fabrics_set_up_keeps_the_set_up_model(tmp_pat
 def test_the_unpacking_twin_that_sets_up_once_is_silent(tmp_path):
     analysis = check(tmp_path, TWO_FABRICS_SCRIPT.replace("{tail}", "optimizer.step()"))
     assert analysis.notes == [] and found(analysis) == []
+
+
+def test_entry_functions_share_the_definitions_but_not_what_another_one_did_to_them(tmp_path):
+    # Each command runs in its own process: `cmd_eval` sets up the module's raw model, whatever
+    # `cmd_train` (analysed before it, on the same definitions) stored in STATE. Its twin sets the
+    # model up twice within one command, which Lightning refuses: FAB007 there, and there only.
+    correct = """\
+        import torch
+        from lightning.fabric import Fabric
+
+        STATE = {"model": torch.nn.Linear(4, 2)}
+
+        def cmd_train(args):
+            fabric = Fabric(accelerator="cpu")
+            STATE["model"] = fabric.setup(STATE["model"])
+
+        def cmd_eval(args):
+            fabric = Fabric(accelerator="cpu")
+            STATE["model"] = fabric.setup(STATE["model"])
+        """
+    assert found(check(tmp_path, correct)) == []
+    twice = correct.rstrip(" ") + "            STATE['model'] = fabric.setup(STATE['model'])\n"
+    assert [(code, line) for code, line, *_ in found(check(tmp_path, twice))] == [("FAB007", 13)]

@@ -5,6 +5,9 @@ each Fabric call with the guard it happens under. Where a value must be one thin
 (the strategy of a ``Fabric(...)``), the run takes one option and the others become
 new runs, replayed from the same start (breadth first, the early forks first).
 
+The module's top level is run once for its definitions; every entry function's runs share them,
+each undoing at its end what it wrote to them (every command runs in a process of its own).
+
 A finding's guard is the union of the guards it fires under in every run. It is
 an error when that guard covers every combination of decisions the runs explored,
 leaving out the paths where the script itself stops (its own ``raise``/``sys.exit``)
@@ -25,7 +28,7 @@ from fabric_ls.analysis.join import StopRun
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.run import Run
 from fabric_ls.analysis.source import ParsedSource
-from fabric_ls.analysis.state import Checker, Decisions, Observed, SharedAcrossRuns
+from fabric_ls.analysis.state import Checker, Decisions, ModuleEnv, Observed, SharedAcrossRuns
 from fabric_ls.analysis.value_ops import entry_functions
 from fabric_ls.analysis.values import ClassRef, FunctionRef
 from fabric_ls.model import Span
@@ -69,6 +72,8 @@ class Exploration:
     dependencies: set[str] = field(default_factory=set)
     incomplete: bool = False
     shared: SharedAcrossRuns = field(default_factory=SharedAcrossRuns)
+    # The module's top level run once for its definitions, which every entry function's runs share.
+    definitions: Optional[ModuleEnv] = None
     guards: Guards = field(default_factory=Guards)
     steps: int = 0
 
@@ -118,6 +123,12 @@ def _explore_root(
         decisions = Decisions(prefix)
         run = Run(project, parsed, decisions, check, assumed[0], assumed[1], result.shared, guards)
         completed = True
+        mark: Optional[int] = None
+        if function is not None:
+            if result.definitions is None:
+                run.define_module()
+                result.definitions = run.main_env
+            mark = run.adopt_definitions(result.definitions)
         try:
             if function is None:
                 run.run_module()
@@ -132,6 +143,13 @@ def _explore_root(
         except RecursionError:
             completed = False
             result.incomplete = True
+        finally:
+            if mark is not None:
+                # The run's logs grow through the trail too: keep them, then restore the definitions.
+                logs = list(run.observed), list(run.fabric_records), list(run.exit_guards)
+                run.trail.undo(mark)
+                run.trail.release(mark)
+                run.observed, run.fabric_records, run.exit_guards = logs
         result.steps += run.steps
         if decisions.truncated:
             result.incomplete = True
@@ -264,10 +282,8 @@ def _one_per_strategy(
         if not state.options:
             found.append((state, guard))
             continue
-        for index, (option_guard, _) in enumerate(state.options):
-            both = guards.and_(guard, option_guard)
-            if guards.feasible(both):
-                found.append((state.with_option(index), both))
+        for index in state.feasible_options(guards, guard):
+            found.append((state.with_option(index), guards.and_(guard, state.options[index][0])))
     return found
 
 

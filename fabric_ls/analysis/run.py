@@ -147,6 +147,14 @@ class Run(
             self.guard = TRUE
             self.steps = 0
 
+    def adopt_definitions(self, env: ModuleEnv) -> int:
+        """Take the module's top level as another run defined it (``define_module``), and return
+        the trail mark to undo at the end: every write to the module's objects is recorded after
+        it, so undoing it hands the next run the definitions as they were made."""
+        self.main_env = env
+        self.modules[env.path] = env
+        return self.trail.mark()
+
     def run_function(self, function: FunctionRef, fabric: Optional[FabricState]) -> None:
         """Run a function nobody calls (an entry point such as a CLI target)."""
         if not self.main_env.executed:
