@@ -77,3 +77,28 @@ def test_options_taken_in_turn_cover_every_path_and_stay_apart():
     assert guards.and_(first, second) == FALSE
     assert second == compile_
     assert guards.describe(first) == "not `compile`"
+
+
+def test_quantifying_a_guard_keeps_what_its_other_variables_can_complete():
+    guards = Guards()
+    strategy = guards.decision(STRATEGY)
+    ddp, deepspeed, fsdp = (guards.option(strategy, i) for i in range(3))
+    given, extra = _flag(guards, "given"), _flag(guards, "extra")
+    keep = guards.support(ddp) | guards.support(deepspeed)
+    # "(ddp and given) or (fsdp and not extra)" over the strategy alone: ddp or fsdp, never deepspeed.
+    path = guards.or_(guards.and_(ddp, given), guards.and_(fsdp, guards.not_(extra)))
+    assert guards.exists(path, keep) == guards.or_(ddp, fsdp)
+    assert guards.exists(path, frozenset()) == TRUE
+    assert guards.exists(FALSE, keep) == FALSE
+
+
+def test_the_options_a_path_allows_are_the_ones_it_meets():
+    guards = Guards()
+    given = _flag(guards, "given")  # a variable above the strategy's, and one below
+    strategy = guards.decision(STRATEGY)
+    options = tuple(guards.option(strategy, i) for i in range(3))
+    late = _flag(guards, "late")
+    path = guards.or_(guards.and_(options[0], given), guards.and_(options[2], guards.not_(late)))
+    for where in (TRUE, FALSE, given, late, path, guards.and_(path, given), options[1]):
+        expected = tuple(i for i, option in enumerate(options) if guards.feasible(where, option))
+        assert guards.feasible_options(where, options) == expected

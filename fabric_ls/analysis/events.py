@@ -84,6 +84,7 @@ class FabricState:
     options: tuple[tuple[int, StrategyOption], ...] = ()
     # with_option's copies, by option and per-path values (they never change once made).
     _copies: dict[tuple[Any, ...], "FabricState"] = field(default_factory=dict, compare=False, repr=False)
+    _option_guards: Optional[tuple[int, ...]] = field(default=None, compare=False, repr=False)
 
     def strategy_options(self) -> tuple[tuple[int, StrategyOption], ...]:
         """Every strategy it may have, each under its guard (one, under TRUE, for most Fabrics)."""
@@ -92,6 +93,12 @@ class FabricState:
         return (
             (TRUE, StrategyOption(self.strategy, self.provenance, self.strategy_call, self.strategy_path)),
         )
+
+    def feasible_options(self, guards: Any, path_guard: int) -> tuple[int, ...]:
+        """The indices of the strategies the path allows (``guards``: the analysis' Guards)."""
+        if self._option_guards is None:
+            self._option_guards = tuple(guard for guard, _ in self.options)
+        return guards.feasible_options(path_guard, self._option_guards)  # type: ignore[no-any-return]
 
     def with_option(self, index: int) -> "FabricState":
         """This Fabric as it is now, with its ``index``-th strategy: what a rule reads."""
@@ -102,7 +109,7 @@ class FabricState:
             found = copy.copy(self)
             found.strategy, found.provenance = option.strategy, option.provenance
             found.strategy_call, found.strategy_path = option.strategy_call, option.strategy_path
-            found.options, found._copies = (), {}
+            found.options, found._copies, found._option_guards = (), {}, None
             self._copies[key] = found
         return found
 

@@ -290,7 +290,7 @@ class FabricStrategiesMixin:
         options = [(guard, option.strategy) for guard, option in state.strategy_options()]
         if len(options) == 1:
             return options
-        here = [(guard, strategy) for guard, strategy in options if self.guards.feasible(self.guard, guard)]
+        here = [options[index] for index in state.feasible_options(self.guards, self.guard)]
         return here or options
 
     def _one_strategy(

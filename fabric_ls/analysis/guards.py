@@ -61,6 +61,10 @@ class Guards:
         self._decision_variables: list[list[int]] = []
         self.operations = 0
         self._support: dict[int, frozenset[int]] = {}
+        # exists(): kept variables → {node: result}; feasible_options(): by the options' guards.
+        self._exists: dict[frozenset[int], dict[int, int]] = {}
+        self._options_support: dict[tuple[int, ...], frozenset[int]] = {}
+        self._feasible_options: dict[tuple[tuple[int, ...], int], tuple[int, ...]] = {}
         # Subject → the equality decisions made for it, in order; and each one's literal.
         self._equalities: dict[str, list[int]] = {}
         self._equality_subject: dict[int, str] = {}
@@ -262,6 +266,46 @@ class Guards:
                 else:
                     found = self.feasible(f, self._low[g]) or self.feasible(f, self._high[g])
             self._meets[key] = found
+        return found
+
+    def exists(self, f: int, keep: frozenset[int]) -> int:
+        """``f`` with every variable outside ``keep`` quantified away: the assignments of ``keep``
+        that some assignment of the other variables completes into one satisfying ``f``."""
+        if f <= TRUE:
+            return f
+        cache = self._exists.get(keep)
+        if cache is None:
+            cache = self._exists[keep] = {}
+        return self._exists_in(f, keep, max(keep, default=-1), cache)
+
+    def _exists_in(self, f: int, keep: frozenset[int], deepest: int, cache: dict[int, int]) -> int:
+        if f <= TRUE:
+            return f
+        level = self._level[f]
+        if level > deepest:
+            return TRUE  # a node of a reduced BDD is satisfiable, and nothing below it is kept
+        found = cache.get(f)
+        if found is None:
+            self.operations += 1
+            low = self._exists_in(self._low[f], keep, deepest, cache)
+            high = self._exists_in(self._high[f], keep, deepest, cache)
+            found = self._node(level, low, high) if level in keep else self.or_(low, high)
+            cache[f] = found
+        return found
+
+    def feasible_options(self, path: int, options: tuple[int, ...]) -> tuple[int, ...]:
+        """The indices of ``options`` (guards over a few decisions: a Fabric's strategies) that
+        ``path`` allows. The path is first reduced to those decisions' variables, so paths that
+        differ only elsewhere (most of the calls of one script) ask one question, answered once."""
+        support = self._options_support.get(options)
+        if support is None:
+            support = frozenset().union(*(self.support(option) for option in options))
+            self._options_support[options] = support
+        key = (options, self.exists(path, support))
+        found = self._feasible_options.get(key)
+        if found is None:
+            found = tuple(i for i, option in enumerate(options) if self.feasible(key[1], option))
+            self._feasible_options[key] = found
         return found
 
     def support(self, f: int) -> frozenset[int]:

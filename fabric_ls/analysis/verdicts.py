@@ -104,9 +104,8 @@ def verdicts_per_strategy(
     verdicts = _Verdicts(check, event)
     found: list[tuple[int, CallEvent, Any]] = []
     quiet: Optional[int] = None
-    for index, (option_guard, _) in enumerate(state.options):
-        if not guards.feasible(path_guard, option_guard):
-            continue
+    for index in state.feasible_options(guards, path_guard):
+        option_guard = state.options[index][0]
         verdict = verdicts.verdict(index)
         if verdict is None:
             quiet = index if quiet is None else quiet

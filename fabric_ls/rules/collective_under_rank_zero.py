@@ -42,10 +42,10 @@ def _where(event: CallEvent) -> Optional[tuple[RankZeroOnly, ast.Call]]:
 
 
 def check(event: CallEvent) -> Optional[Violation]:
-    if _single_process(event):
-        return None
+    # Where the call is first: most collectives are not under a rank test, and then the strategy
+    # is not read at all (a call on a Fabric with several strategies is checked once, not per one).
     located = _where(event)
-    if located is None:
+    if located is None or _single_process(event):
         return None
     found, held = located
     where = found.describe()
