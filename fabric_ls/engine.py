@@ -16,7 +16,7 @@ from fabric_ls import rules
 from fabric_ls.analysis.events import CallEvent, FabricState, Violation
 from fabric_ls.analysis.explore import Exploration, MergedFinding, explore, merge_findings, site_conditions
 from fabric_ls.analysis.project import Project
-from fabric_ls.analysis.source import ParsedSource, parse_source
+from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.strategies import MATRIX_NAMES
 from fabric_ls.model import (
     Analysis,
@@ -140,7 +140,7 @@ def _analyze(
         )
     if project is None:
         project = Project([os.path.dirname(path)] if not path.startswith("<") else [])
-    parsed = parse_source(source, path)
+    parsed = project.parse_script(source, path)
     parsed.interactive = interactive
     wanted = frozenset(rule for rule in rules.BY_ID if settings.wants(rule))
 

@@ -12,6 +12,7 @@ from fabric_ls.analysis.jedi_bridge import (
     environment_problem,
     is_own_environment,
 )
+from fabric_ls.analysis.reparse import reparse
 from fabric_ls.analysis.source import ParsedSource, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
@@ -40,6 +41,8 @@ EXTERNAL_PREFIXES = (
 
 # A helper module bigger than this is not parsed for values.
 MAX_HELPER_BYTES = 2_000_000
+# Scripts whose last clean parse is kept for the next edit.
+MAX_REPARSED_SCRIPTS = 8
 
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
@@ -75,6 +78,9 @@ class Project:
         self.python = None if self.environment_problem else python
         self._overlays: dict[str, str] = {}
         self._parsed: dict[str, tuple[object, ParsedSource]] = {}
+        # The last version of each analysed script that parsed as it is, for reparse (a few scripts:
+        # the ones being edited).
+        self._last_clean: dict[str, ParsedSource] = {}
         self._locators: dict[str, JediLocator] = {}
         self.messages: list[str] = []
 
@@ -127,6 +133,20 @@ class Project:
                 return None
         parsed = parse_source(text, key)
         self._parsed[key] = (stamp, parsed)
+        return parsed
+
+    def parse_script(self, text: str, path: str) -> ParsedSource:
+        """The script being analysed, parsed: an edit of the last version that parsed re-parses
+        only the statements it touched (fabric_ls.analysis.reparse)."""
+        previous = self._last_clean.get(path)
+        parsed = reparse(text, path, previous) if previous is not None else None
+        if parsed is None:
+            parsed = parse_source(text, path)
+        if parsed.syntax_error is None and not parsed.repaired_lines and not parsed.closed_lines:
+            self._last_clean.pop(path, None)
+            self._last_clean[path] = parsed
+            while len(self._last_clean) > MAX_REPARSED_SCRIPTS:
+                del self._last_clean[next(iter(self._last_clean))]
         return parsed
 
     def _locator(self, from_path: str) -> JediLocator:

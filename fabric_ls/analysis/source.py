@@ -120,14 +120,27 @@ def _try_parse(text: str) -> ast.Module:
             gc.enable()
 
 
+def normalize_text(text: str) -> str:
+    """What is parsed of ``text``: the same length, so every column stays put, without the NULs
+    and lone surrogates Python cannot parse."""
+    return _SURROGATE.sub("\ufffd", text.replace("\x00", " "))
+
+
+def parse_clean(text: str) -> Optional[ast.Module]:
+    """The tree of ``text`` if it parses as it is, else None."""
+    try:
+        return _try_parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def parse_source(text: str, path: str = "<string>") -> ParsedSource:
     """Parse ``text``; on a syntax error, blank offending lines until the rest parses.
 
     Blanking keeps line numbers, so findings on the lines that do parse stay exact.
     Nothing raises: a file that cannot be repaired yields an empty module.
     """
-    # Same length, so every column stays put: NULs and lone surrogates cannot be parsed.
-    text = _SURROGATE.sub("\ufffd", text.replace("\x00", " "))
+    text = normalize_text(text)
     lines = split_lines(text)
     try:
         return ParsedSource(path, text, _try_parse(text), lines)

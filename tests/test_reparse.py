@@ -1,0 +1,104 @@
+"""Re-parsing an edit reuses the untouched statements and gives the tree a whole parse gives."""
+
+from __future__ import annotations
+
+import ast
+import random
+from pathlib import Path
+
+import pytest
+
+from fabric_ls.analysis.reparse import reparse
+from fabric_ls.analysis.source import parse_source
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = sorted([*ROOT.glob("bench/scripts/*.py"), *ROOT.glob("examples/*.py")])
+
+
+def _dump(tree: ast.AST) -> str:
+    return ast.dump(tree, include_attributes=True)
+
+
+def _clean(parsed) -> bool:
+    return parsed.syntax_error is None and not parsed.repaired_lines and not parsed.closed_lines
+
+
+def _edits(text: str, rng: random.Random):
+    """Edits a person makes: type a line key by key, delete a line, break or join lines, indent.
+    An edit that breaks the file is seen, then undone (as a person fixes it)."""
+    lines = text.splitlines(keepends=True)
+    for _ in range(16):
+        before = lines
+        at = rng.randrange(len(lines))
+        kind = rng.choice(["type", "delete", "enter", "join", "indent", "backslash", "semicolon"])
+        if kind == "type":
+            indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+            statement = rng.choice(["total = loss.item() * 2", "fabric.barrier()", "x = (1,", "def g():"])
+            for typed in range(len(statement) + 1):
+                yield "".join([*lines[: at + 1], indent + statement[:typed] + "\n", *lines[at + 1 :]])
+            continue
+        if kind == "delete":
+            lines = [*lines[:at], *lines[at + 1 :]] or ["\n"]
+        elif kind == "enter":
+            lines = [*lines[: at + 1], "\n", *lines[at + 1 :]]
+        elif kind == "join" and at + 1 < len(lines):
+            lines = [*lines[:at], lines[at].rstrip("\r\n") + " " + lines[at + 1], *lines[at + 2 :]]
+        elif kind == "indent":
+            lines = [*lines[:at], "    " + lines[at], *lines[at + 1 :]]
+        elif kind == "backslash":
+            lines = [*lines[:at], lines[at].rstrip("\r\n") + " \\\n", *lines[at + 1 :]]
+        elif kind == "semicolon":
+            lines = [*lines[:at], lines[at].rstrip("\r\n") + "; y = 1\n", *lines[at + 1 :]]
+        yield "".join(lines)
+        if not _clean(parse_source("".join(lines))):
+            lines = before
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.name)
+def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script):
+    text = script.read_text(encoding="utf-8")
+    rng = random.Random(script.name)  # the same edits on every run
+    last_clean = parse_source(text, str(script))
+    reused = 0
+    for edited in _edits(text, rng):
+        whole = parse_source(edited, str(script))
+        again = reparse(edited, str(script), last_clean)
+        if not _clean(whole):
+            assert again is None, "a text that does not parse as it is was re-parsed"
+            continue
+        if again is not None:
+            reused += 1
+            assert _dump(again.tree) == _dump(whole.tree)
+            assert again.lines == whole.lines and again.text == whole.text
+        last_clean = whole
+    assert reused > 0
+
+
+def test_typing_in_a_function_parses_only_that_function():
+    text = (ROOT / "bench/scripts/realistic_train_300.py").read_text(encoding="utf-8")
+    previous = parse_source(text, "train.py")
+    anchor = "        running += loss.item()\n"
+    edited = text.replace(anchor, anchor + "        last = loss.detach()\n", 1)
+    again = reparse(edited, "train.py", parse_source(edited.replace("loss.detach()", "loss"), "x"))
+    assert again is not None and _dump(again.tree) == _dump(parse_source(edited, "x").tree)
+    # Same line count as the text it started from: the statements after the edit are the same nodes.
+    typed = reparse(edited.replace("loss.detach()", "loss.detach().float()"), "train.py", again)
+    assert typed is not None
+    shared = {id(node) for node in typed.tree.body} & {id(node) for node in again.tree.body}
+    assert len(shared) == len(typed.tree.body) - 1
+    assert previous.tree.body[0] is not typed.tree.body[0] or shared
+
+
+def test_an_indented_line_after_a_function_joins_it_as_in_a_whole_parse():
+    previous = parse_source("def f():\n    pass\n\nx = 1\n", "t.py")
+    edited = "def f():\n    pass\n    y = 2\nx = 1\n"
+    again = reparse(edited, "t.py", previous)
+    assert again is None or _dump(again.tree) == _dump(parse_source(edited, "t.py").tree)
+    assert len(parse_source(edited, "t.py").tree.body[0].body) == 2
+
+
+def test_a_backslash_that_joins_the_next_statement_is_parsed_whole():
+    previous = parse_source("x = 1 \\\n\ny = 2\n", "t.py")
+    edited = "x = 1 \\\nz = 3\ny = 2\n"
+    assert not _clean(parse_source(edited, "t.py"))
+    assert reparse(edited, "t.py", previous) is None
