@@ -85,6 +85,10 @@ class FabricState:
     # with_option's copies, by option and per-path values (they never change once made).
     _copies: dict[tuple[Any, ...], "FabricState"] = field(default_factory=dict, compare=False, repr=False)
     _option_guards: Optional[tuple[int, ...]] = field(default=None, compare=False, repr=False)
+    # (option index, strategy fields a rule read) → their values (fabric_ls.analysis.verdicts).
+    _option_keys: dict[tuple[int, tuple[str, ...]], tuple[Any, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def strategy_options(self) -> tuple[tuple[int, StrategyOption], ...]:
         """Every strategy it may have, each under its guard (one, under TRUE, for most Fabrics)."""
@@ -109,7 +113,7 @@ class FabricState:
             found = copy.copy(self)
             found.strategy, found.provenance = option.strategy, option.provenance
             found.strategy_call, found.strategy_path = option.strategy_call, option.strategy_path
-            found.options, found._copies, found._option_guards = (), {}, None
+            found.options, found._copies, found._option_guards, found._option_keys = (), {}, None, {}
             self._copies[key] = found
         return found
 

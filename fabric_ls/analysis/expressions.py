@@ -47,6 +47,10 @@ from fabric_ls.analysis.values import (
     Value,
 )
 
+# Node type → the Run method that evaluates it (None: not modelled); looked up once per type.
+_EXPRESSION_HANDLERS: dict[type, Any] = {}
+_NOT_LOOKED_UP = object()
+
 
 class ExpressionsMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
@@ -57,13 +61,16 @@ class ExpressionsMixin:
         if node is None:
             return Const(None)
         self._tick()
-        handler = getattr(self, "_expr_" + type(node).__name__, None)
+        handler = _EXPRESSION_HANDLERS.get(type(node), _NOT_LOOKED_UP)
+        if handler is _NOT_LOOKED_UP:
+            handler = getattr(type(self), "_expr_" + type(node).__name__, None)
+            _EXPRESSION_HANDLERS[type(node)] = handler
         if handler is None or self.eval_depth > MAX_EXPRESSION_DEPTH:
             # Deeper than any real expression: its value is unknown, the rest goes on.
             return Unknown(text="expression")
         self.eval_depth += 1
         try:
-            return handler(node, frame)
+            return handler(self, node, frame)  # type: ignore[no-any-return]
         finally:
             self.eval_depth -= 1
 

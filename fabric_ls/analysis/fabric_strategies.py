@@ -92,6 +92,32 @@ class FabricStrategiesMixin:
         that computes them) does not run again per strategy or precision, and what is built from
         the Fabric afterwards is built once (FabricState.options).
         """
+        options = self._fabric_options(given, opaque, frame, qualname)
+        first = options[0][1]
+        state = FabricState(
+            frame.module.path,
+            node,
+            first.strategy,
+            first.provenance,
+            place=self.places[-1] if self.places else None,
+            parsed=frame.module.parsed,
+            strategy_call=first.strategy_call,
+            strategy_path=first.strategy_path,
+            existence_guard=self.guard,
+        )
+        if len(options) > 1:
+            state.options = tuple(options)
+            state.strategy = state.provenance = SEVERAL_STRATEGIES
+            state.strategy_call, state.strategy_path = None, ""
+        if self.reporting:
+            self.trail.extend(self.fabric_records, [(state, self.guard)])
+        fabric = FabricObj(state)
+        self._emit(fabric, "Fabric", node, frame, args, keywords)
+        return fabric
+
+    def _fabric_options(
+        self, given: dict[str, Value], opaque: bool, frame: Frame, qualname: str
+    ) -> list[tuple[int, StrategyOption]]:
         # Past the limit the rest stay choices: the statement splits on them (counted in steps),
         # and each part builds its own, smaller, Fabric.
         combinations = self._combinations(
@@ -116,27 +142,7 @@ class FabricStrategiesMixin:
                     options.append((guard, option))
         finally:
             self.guard = saved_guard
-        first = options[0][1]
-        state = FabricState(
-            frame.module.path,
-            node,
-            first.strategy,
-            first.provenance,
-            place=self.places[-1] if self.places else None,
-            parsed=frame.module.parsed,
-            strategy_call=first.strategy_call,
-            strategy_path=first.strategy_path,
-            existence_guard=self.guard,
-        )
-        if len(options) > 1:
-            state.options = tuple(options)
-            state.strategy = state.provenance = SEVERAL_STRATEGIES
-            state.strategy_call, state.strategy_path = None, ""
-        if self.reporting:
-            self.trail.extend(self.fabric_records, [(state, self.guard)])
-        fabric = FabricObj(state)
-        self._emit(fabric, "Fabric", node, frame, args, keywords)
-        return fabric
+        return options
 
     def _argument_options(self, value: Value, guard: int, pin: bool = False) -> list[tuple[int, Value]]:
         """The plain values a ``Fabric(...)`` argument takes where ``guard`` holds, each under its guard;
@@ -184,7 +190,7 @@ class FabricStrategiesMixin:
         # connector.py:191 accepts only strategy objects of the Fabric's own package.
         package = "lightning_fabric" if qualname.startswith("lightning_fabric") else "lightning.fabric"
         config = FabricConfig(**{**config.__dict__, "fabric_package": package})
-        strategy = resolve(config)
+        strategy = self._resolved(config)
         if self.assumed_strategy and (
             self.force_strategy
             or not config.strategy_known
@@ -210,6 +216,17 @@ class FabricStrategiesMixin:
         if isinstance(strategy_value, StrategyObj):
             return StrategyOption(strategy, provenance, strategy_value.node, strategy_value.path)
         return StrategyOption(strategy, provenance)
+
+    def _resolved(self, config: FabricConfig) -> ResolvedStrategy:
+        """``resolve(config)``, once per analysis: every entry function builds the same Fabrics."""
+        known = self.shared.resolved
+        try:
+            found = known.get(config)
+        except TypeError:  # an option that is a list: resolved every time
+            return resolve(config)
+        if found is None:
+            found = known[config] = resolve(config)
+        return found
 
     def _fabric_config(
         self, given: dict[str, Value], opaque: bool, frame: Frame

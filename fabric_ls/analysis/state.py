@@ -114,9 +114,9 @@ class SharedAcrossRuns:
     # Whether a statement / function can touch anything Fabric-related, by node id.
     statement_relevance: dict[int, bool] = field(default_factory=dict)
     function_relevance: dict[int, bool] = field(default_factory=dict)
-    # Summaries of helpers called with constants that returned constants (no objects:
-    # an object must not be shared between runs).
-    summaries: dict[tuple, Value] = field(default_factory=dict)
+    # Fabric(...) arguments → the strategy Lightning builds (it may read a DeepSpeed config file:
+    # once per analysis, so every run reads the same).
+    resolved: dict[Any, Any] = field(default_factory=dict)
 
 
 class Frame:

@@ -48,6 +48,10 @@ from fabric_ls.analysis.values import (
     Value,
 )
 
+# Node type → the Run method that executes it (None: not modelled); looked up once per type.
+_STATEMENT_HANDLERS: dict[type, Any] = {}
+_NOT_LOOKED_UP = object()
+
 
 class StatementsMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
@@ -102,9 +106,12 @@ class StatementsMixin:
             self._exec_statement(statement, frame)
 
     def _exec(self, node: ast.stmt, frame: Frame) -> None:
-        handler = getattr(self, "_stmt_" + type(node).__name__, None)
+        handler = _STATEMENT_HANDLERS.get(type(node), _NOT_LOOKED_UP)
+        if handler is _NOT_LOOKED_UP:
+            handler = getattr(type(self), "_stmt_" + type(node).__name__, None)
+            _STATEMENT_HANDLERS[type(node)] = handler
         if handler is not None:
-            handler(node, frame)
+            handler(self, node, frame)
         elif isinstance(node, ast.Expr):
             self._eval(node.value, frame)
 

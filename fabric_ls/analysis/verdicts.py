@@ -52,16 +52,24 @@ class _Verdicts:
     def verdict(self, index: int) -> Any:
         option = self.event.fabric.options[index][1]
         for fields, verdicts in self.known.items():
-            key = _key(option, fields)
+            key = self._key(index, option, fields)
             try:
                 if key in verdicts:
                     return verdicts[key]
             except TypeError:
                 pass
         for fields, values, verdict in self.unhashable:
-            if _same_key(_key(option, fields), values):
+            if _same_key(self._key(index, option, fields), values):
                 return verdict
         return self._run(index, option)
+
+    def _key(self, index: int, option: Any, fields: tuple[str, ...]) -> tuple[Any, ...]:
+        # The Fabric's options never change: each key is read once per analysis, not once per call.
+        keys = self.event.fabric._option_keys
+        found = keys.get((index, fields))
+        if found is None:
+            found = keys[(index, fields)] = _key(option, fields)
+        return found
 
     def _run(self, index: int, option: Any) -> Any:
         strategy = option.strategy
@@ -73,7 +81,7 @@ class _Verdicts:
         finally:
             seen.fabric.strategy = strategy  # the copy is shared (FabricState.with_option)
         fields = tuple(dict.fromkeys(read))
-        key = _key(option, fields)
+        key = self._key(index, option, fields)
         try:
             self.known.setdefault(fields, {})[key] = verdict
         except TypeError:
