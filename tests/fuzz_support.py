@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from fabric_ls.analysis.explore import MAX_TOTAL_STEPS
+from fabric_ls.analysis.source import normalize_text
 from fabric_ls.analysis.state import MAX_STEPS
 from fabric_ls.engine import REPEAT_NOTE, analyze_source
 from fabric_ls.fixes import apply_edits
@@ -380,8 +381,8 @@ def code_problem(source: str, starts: list[int], span: Span, being_typed: bool =
     that does not parse on its own. In a file that does not parse (``being_typed``), a call whose
     closing brackets are not typed yet counts as code once they are added, as the engine does.
     """
-    # The engine reads NUL bytes as spaces (ast refuses them).
-    text = span_text(source, starts, span).replace("\x00", " ")
+    # The engine reads NUL bytes as spaces and lone surrogates as U+FFFD (ast refuses both).
+    text = normalize_text(span_text(source, starts, span))
     if being_typed:
         text = _with_brackets_closed(text)
     if (

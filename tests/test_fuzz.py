@@ -264,3 +264,15 @@ def test_mutations_keep_their_promises():
     assert len(list(fs.every_truncation("abc"))) == 4
     assert fs.map_offset(5, [(1, 3, "xyz")], at_end=False) == 6
     assert fs.map_offset(2, [(1, 3, "xyz")], at_end=True) == 4
+
+
+def test_a_lone_surrogate_inside_a_finding_is_read_as_the_engine_reads_it():
+    # bench/fuzz.py once flagged these: the engine parses a lone surrogate as U+FFFD (ast refuses it),
+    # so the checker reads the text under the span the same way before calling it "not code".
+    source = (
+        "from lightning.fabric import Fabric\n\n"
+        'fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp\ud800")\n'
+    )
+    analysis = analyze_source(source, "train.py")
+    assert [f.code for f in analysis.findings] == ["FAB021"]
+    assert_sound(source, "train.py", "a lone surrogate in a strategy name")
