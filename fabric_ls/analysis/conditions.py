@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import weakref
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
@@ -70,6 +71,48 @@ def _parts_of_one_choice(values: dict[Any, Value]) -> list[list[Any]]:
     return [names for names in groups.values() if len(names) > 1]
 
 
+# Node → the nodes under it that can make it relevant (calls, stores, returns, raises).
+# Syntax only, so kept for as long as the node lives: across edits, reparse keeps the statements an
+# edit left alone.
+_CANDIDATES: weakref.WeakKeyDictionary[ast.AST, tuple[ast.AST, ...]] = weakref.WeakKeyDictionary()
+_CANDIDATE_TYPES = (
+    ast.Call,
+    ast.Name,
+    ast.Attribute,
+    ast.Return,
+    ast.Yield,
+    ast.Global,
+    ast.Nonlocal,
+    ast.Raise,
+)
+
+
+def _relevance_candidates(node: ast.AST) -> tuple[ast.AST, ...]:
+    """Those nodes under ``node`` (in no particular order: relevance asks whether any is relevant).
+    A block inside it lends its own list, so each node of a function is walked once, not once
+    per block around it."""
+    found = _CANDIDATES.get(node)
+    if found is None:
+        collected: list[ast.AST] = [node] if _is_candidate(node) else []
+        pending = [node]
+        while pending:
+            for child in ast.iter_child_nodes(pending.pop()):
+                if isinstance(child, ast.stmt) and hasattr(child, "body"):
+                    collected.extend(_relevance_candidates(child))
+                    continue
+                if _is_candidate(child):
+                    collected.append(child)
+                pending.append(child)
+        found = _CANDIDATES[node] = tuple(collected)
+    return found
+
+
+def _is_candidate(node: ast.AST) -> bool:
+    return isinstance(node, _CANDIDATE_TYPES) and (
+        not isinstance(node, (ast.Name, ast.Attribute)) or isinstance(node.ctx, ast.Store)
+    )
+
+
 class ConditionsMixin:
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
@@ -88,7 +131,7 @@ class ConditionsMixin:
     def _compute_relevance(
         self, node: ast.AST, frame: Frame, seen: set[int], returns_count: bool = True
     ) -> bool:
-        for child in ast.walk(node):
+        for child in _relevance_candidates(node):
             if isinstance(child, ast.Call):
                 func = child.func
                 if returns_count and _is_exit_call(func):
@@ -117,13 +160,13 @@ class ConditionsMixin:
                     callee.qualname in FABRIC_CLASSES or callee.qualname.endswith("Strategy")
                 ):
                     return True
-            elif isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+            elif isinstance(child, ast.Name):
                 current = frame.lookup(child.id)
                 if current is not None and _tracked(current):
                     return True
                 if child.id in _interesting_names(frame.module.parsed):
                     return True
-            elif isinstance(child, ast.Attribute) and isinstance(child.ctx, ast.Store):
+            elif isinstance(child, ast.Attribute):
                 # ``self.fabric = fabric`` matters; ``self.vocab_size = n`` does not.
                 if child.attr in _interesting_names(frame.module.parsed) or "fabric" in child.attr.lower():
                     return True
