@@ -54,10 +54,20 @@ def _edits(text: str, rng: random.Random):
             lines = before
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.name)
-def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script):
-    text = script.read_text(encoding="utf-8")
-    rng = random.Random(script.name)  # the same edits on every run
+VARIANTS = {
+    "as written": lambda text: text,
+    "CRLF": lambda text: text.replace("\n", "\r\n"),
+    "no final newline, tabs": lambda text: text.rstrip("\n").replace("    ", "\t"),
+}
+CASES = [(script, "as written") for script in SCRIPTS] + [
+    (ROOT / "bench/scripts/realistic_train_300.py", variant) for variant in ("CRLF", "no final newline, tabs")
+]
+
+
+@pytest.mark.parametrize(("script", "variant"), CASES, ids=lambda case: getattr(case, "name", case))
+def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
+    text = VARIANTS[variant](script.read_text(encoding="utf-8"))
+    rng = random.Random(script.name + variant)  # the same edits on every run
     last_clean = parse_source(text, str(script))
     reused = 0
     for edited in _edits(text, rng):
