@@ -478,3 +478,36 @@ def test_entry_functions_share_the_definitions_but_not_what_another_one_did_to_t
     assert found(check(tmp_path, correct)) == []
     twice = correct.rstrip(" ") + "            STATE['model'] = fabric.setup(STATE['model'])\n"
     assert [(code, line) for code, line, *_ in found(check(tmp_path, twice))] == [("FAB007", 13)]
+
+
+def test_a_helper_module_imported_inside_entry_functions_is_theirs_each(tmp_path):
+    # Both commands import the helper lazily: the module's top level (its STRATEGY) must still be
+    # there for the second, after the first one's writes were undone.
+    (tmp_path / "helpers.py").write_text(
+        textwrap.dedent(
+            """\
+            from lightning.fabric import Fabric
+
+            STRATEGY = "deepspeed"
+
+            def make_fabric():
+                return Fabric(accelerator="cuda", devices=2, strategy=STRATEGY)
+            """
+        )
+    )
+    command = """
+        def cmd_{name}(args):
+            from helpers import make_fabric
+
+            fabric = make_fabric()
+            fabric.launch()
+            model = torch.nn.Linear(4, 2)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model = fabric.setup(model)
+            optimizer = fabric.setup_optimizers(optimizer)
+        """
+    source = "import torch\n" + "".join(textwrap.dedent(command).format(name=name) for name in "ab")
+    assert [(code, line) for code, line, *_ in found(check(tmp_path, source))] == [
+        ("FAB001", 11),
+        ("FAB001", 21),
+    ]

@@ -145,11 +145,8 @@ def _explore_root(
             result.incomplete = True
         finally:
             if mark is not None:
-                # The run's logs grow through the trail too: keep them, then restore the definitions.
-                logs = list(run.observed), list(run.fabric_records), list(run.exit_guards)
-                run.trail.undo(mark)
-                run.trail.release(mark)
-                run.observed, run.fabric_records, run.exit_guards = logs
+                # The definitions as they were made, for the next run; what this run made stays.
+                run.trail.restore_older(mark)
         result.steps += run.steps
         if decisions.truncated:
             result.incomplete = True

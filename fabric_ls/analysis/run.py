@@ -149,8 +149,8 @@ class Run(
 
     def adopt_definitions(self, env: ModuleEnv) -> int:
         """Take the module's top level as another run defined it (``define_module``), and return
-        the trail mark to undo at the end: every write to the module's objects is recorded after
-        it, so undoing it hands the next run the definitions as they were made."""
+        the trail mark to restore at the end (``Trail.restore_older``): every write to the
+        module's objects is recorded after it, so the next run gets the definitions as they were made."""
         self.main_env = env
         self.modules[env.path] = env
         return self.trail.mark()
@@ -208,15 +208,16 @@ class Run(
         self.modules[path] = env
         self.helper_modules[path] = env
         # Helper modules run without forking or reporting: their top level defines things
-        # (their own findings belong to their own analysis).
+        # (their own findings belong to their own analysis). On a trail of their own: the module is
+        # shared by every run, so no branch or entry function that imported it may undo its top level.
         saved, saved_reporting, saved_steps = self.decisions, self.reporting, self.steps
-        saved_guard, saved_exited = self.guard, self.exited
-        self.decisions, self.reporting = _NoForks(), False
+        saved_guard, saved_exited, saved_trail = self.guard, self.exited, self.trail
+        self.decisions, self.reporting, self.trail = _NoForks(), False, Trail()
         try:
             self._exec_module(env)
         except StopRun:
             pass
         finally:
             self.decisions, self.reporting, self.steps = saved, saved_reporting, saved_steps
-            self.guard, self.exited = saved_guard, saved_exited
+            self.guard, self.exited, self.trail = saved_guard, saved_exited, saved_trail
         return env

@@ -86,6 +86,26 @@ class Trail:
             else:
                 del container[old:]
 
+    def restore_older(self, position: int) -> None:
+        """Close the mark at ``position``, putting back what was written since to the objects born
+        before it; those born after it, and the logs (no owner), keep what was written to them."""
+        born = next(first for at, first in self._marks if at == position)
+        entries = self._entries
+        while len(entries) > position:
+            kind, container, key, old, owner = entries.pop()
+            if owner is None or getattr(owner, "uid", 0) >= born:
+                continue
+            if kind == _ITEM:
+                if old is MISSING:
+                    container.pop(key, None)
+                else:
+                    container[key] = old
+            elif kind == _ATTR:
+                setattr(container, key, old)
+            else:
+                del container[old:]
+        self.release(position)
+
     def changes(self, position: int) -> dict[tuple[int, Any], tuple[int, Any, Any, Any, Any]]:
         """Each place written since ``position`` → (kind, container, key, value at the mark, owner)."""
         found: dict[tuple[int, Any], tuple[int, Any, Any, Any, Any]] = {}
