@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fabric_ls.analysis.reparse import reparse
+from fabric_ls.analysis.reparse import reparse, reparsed_tree
 from fabric_ls.analysis.source import parse_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +17,10 @@ SCRIPTS = sorted([*ROOT.glob("bench/scripts/*.py"), *ROOT.glob("examples/*.py")]
 
 def _dump(tree: ast.AST) -> str:
     return ast.dump(tree, include_attributes=True)
+
+
+def _from(previous):
+    return lambda text: reparsed_tree(text, previous)
 
 
 def _clean(parsed) -> bool:
@@ -75,6 +79,11 @@ def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
         again = reparse(edited, str(script), last_clean)
         if not _clean(whole):
             assert again is None, "a text that does not parse as it is was re-parsed"
+            # Repaired with each repaired version re-parsed from the last clean one: the same result.
+            quick = parse_source(edited, str(script), _from(last_clean))
+            assert _dump(quick.tree) == _dump(whole.tree)
+            assert (quick.repaired_lines, quick.closed_lines) == (whole.repaired_lines, whole.closed_lines)
+            assert (quick.syntax_error, quick.syntax_problem) == (whole.syntax_error, whole.syntax_problem)
             continue
         if again is not None:
             reused += 1

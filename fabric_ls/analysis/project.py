@@ -12,7 +12,7 @@ from fabric_ls.analysis.jedi_bridge import (
     environment_problem,
     is_own_environment,
 )
-from fabric_ls.analysis.reparse import reparse
+from fabric_ls.analysis.reparse import reparse, reparsed_tree
 from fabric_ls.analysis.source import ParsedSource, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
@@ -141,7 +141,10 @@ class Project:
         previous = self._last_clean.get(path)
         parsed = reparse(text, path, previous) if previous is not None else None
         if parsed is None:
-            parsed = parse_source(text, path)
+            # A text being typed is repaired by re-parsing it whole: each repaired version that
+            # parses is re-parsed from the last clean one first.
+            quick = (lambda candidate: reparsed_tree(candidate, previous)) if previous is not None else None
+            parsed = parse_source(text, path, quick)
         if parsed.syntax_error is None and not parsed.repaired_lines and not parsed.closed_lines:
             self._last_clean.pop(path, None)
             self._last_clean[path] = parsed

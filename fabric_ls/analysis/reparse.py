@@ -23,15 +23,22 @@ from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_clean,
 
 def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSource]:
     """``text`` parsed with ``previous`` (a clean parse of an earlier version) reused, or None."""
+    text = normalize_text(text)
+    tree = reparsed_tree(text, previous)
+    return ParsedSource(path, text, tree, split_lines(text)) if tree is not None else None
+
+
+def reparsed_tree(text: str, previous: ParsedSource) -> Optional[ast.Module]:
+    """The tree of ``text`` (already normalised) that a whole parse gives, built by re-parsing only
+    what differs from ``previous``; None where that cannot be vouched for (see the module's text)."""
     if previous.syntax_error is not None or previous.repaired_lines or previous.closed_lines:
         return None
-    text = normalize_text(text)
     if "barry_as_FLUFL" in text:
         return None  # a __future__ import that changes how `<>` parses, for the whole file
     old, new = previous.lines, split_lines(text)
     first = _first_difference(old, new)
     if first == len(old) == len(new):
-        return ParsedSource(path, text, previous.tree, new)
+        return previous.tree
     # Lines at the end both texts share, never overlapping the shared start.
     tail = 0
     while tail < min(len(old), len(new)) - first and old[-1 - tail] == new[-1 - tail]:
@@ -50,13 +57,11 @@ def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSour
     tree = parse_clean("\n" * start + "".join(part))
     if tree is None:
         return None
-    module = ast.Module(body=[*body[:kept_before], *tree.body, *body[kept_after:]], type_ignores=[])
-    return ParsedSource(path, text, module, new)
+    return ast.Module(body=[*body[:kept_before], *tree.body, *body[kept_after:]], type_ignores=[])
 
 
 def _first_difference(old: list[str], new: list[str]) -> int:
-    index = 0
-    for index, (before, after) in enumerate(zip(old, new)):  # noqa: B007
+    for index, (before, after) in enumerate(zip(old, new)):
         if before != after:
             return index
     return min(len(old), len(new))

@@ -13,7 +13,7 @@ import re
 import tokenize
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from fabric_ls.model import Span, SyntaxProblem
 
@@ -134,11 +134,14 @@ def parse_clean(text: str) -> Optional[ast.Module]:
         return None
 
 
-def parse_source(text: str, path: str = "<string>") -> ParsedSource:
+def parse_source(
+    text: str, path: str = "<string>", quick: Optional[Callable[[str], Optional[ast.Module]]] = None
+) -> ParsedSource:
     """Parse ``text``; on a syntax error, blank offending lines until the rest parses.
 
     Blanking keeps line numbers, so findings on the lines that do parse stay exact.
-    Nothing raises: a file that cannot be repaired yields an empty module.
+    Nothing raises: a file that cannot be repaired yields an empty module. ``quick`` is tried on
+    each repaired text first: the tree a whole parse gives, or None (fabric_ls.analysis.reparse).
     """
     text = normalize_text(text)
     lines = split_lines(text)
@@ -157,7 +160,8 @@ def parse_source(text: str, path: str = "<string>") -> ParsedSource:
     emptied: set[int] = set()
     for _ in range(_MAX_REPAIRS):
         try:
-            tree = _try_parse("".join(work))
+            candidate = "".join(work)
+            tree = (quick(candidate) if quick is not None else None) or _try_parse(candidate)
             closed = closed or {}
             return ParsedSource(path, text, tree, lines, first_error, problem, repaired | set(closed), closed)
         except SyntaxError as error:
