@@ -76,15 +76,7 @@ class Trail:
         entries = self._entries
         while len(entries) > position:
             kind, container, key, old, _owner = entries.pop()
-            if kind == _ITEM:
-                if old is MISSING:
-                    container.pop(key, None)
-                else:
-                    container[key] = old
-            elif kind == _ATTR:
-                setattr(container, key, old)
-            else:
-                del container[old:]
+            _put_back(kind, container, key, old)
 
     def restore_older(self, position: int) -> None:
         """Close the mark at ``position``, putting back what was written since to the objects born
@@ -93,17 +85,8 @@ class Trail:
         entries = self._entries
         while len(entries) > position:
             kind, container, key, old, owner = entries.pop()
-            if owner is None or getattr(owner, "uid", 0) >= born:
-                continue
-            if kind == _ITEM:
-                if old is MISSING:
-                    container.pop(key, None)
-                else:
-                    container[key] = old
-            elif kind == _ATTR:
-                setattr(container, key, old)
-            else:
-                del container[old:]
+            if owner is not None and getattr(owner, "uid", 0) < born:
+                _put_back(kind, container, key, old)
         self.release(position)
 
     def changes(self, position: int) -> dict[tuple[int, Any], tuple[int, Any, Any, Any, Any]]:
@@ -114,6 +97,18 @@ class Trail:
             if place not in found:
                 found[place] = entry
         return found
+
+
+def _put_back(kind: int, container: Any, key: Any, old: Any) -> None:
+    if kind == _ITEM:
+        if old is MISSING:
+            container.pop(key, None)
+        else:
+            container[key] = old
+    elif kind == _ATTR:
+        setattr(container, key, old)
+    else:
+        del container[old:]
 
 
 def current(kind: int, container: Any, key: Any) -> Any:
