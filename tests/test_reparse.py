@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fabric_ls.analysis.reparse import reparse, reparsed_tree
-from fabric_ls.analysis.source import parse_source
+from fabric_ls.analysis.reparse import reparse, reparsed_tree, settled_lines
+from fabric_ls.analysis.source import normalize_text, parse_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted([*ROOT.glob("bench/scripts/*.py"), *ROOT.glob("examples/*.py")])
@@ -80,7 +80,8 @@ def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
         if not _clean(whole):
             assert again is None, "a text that does not parse as it is was re-parsed"
             # Repaired with each repaired version re-parsed from the last clean one: the same result.
-            quick = parse_source(edited, str(script), _from(last_clean))
+            settled = settled_lines(normalize_text(edited), last_clean)
+            quick = parse_source(edited, str(script), _from(last_clean), settled)
             assert _dump(quick.tree) == _dump(whole.tree)
             assert (quick.repaired_lines, quick.closed_lines) == (whole.repaired_lines, whole.closed_lines)
             assert (quick.syntax_error, quick.syntax_problem) == (whole.syntax_error, whole.syntax_problem)
@@ -121,3 +122,10 @@ def test_a_backslash_that_joins_the_next_statement_is_parsed_whole():
     edited = "x = 1 \\\nz = 3\ny = 2\n"
     assert not _clean(parse_source(edited, "t.py"))
     assert reparse(edited, "t.py", previous) is None
+
+
+def test_a_statement_typed_after_the_last_one_on_an_empty_line_is_parsed():
+    previous = parse_source("x = 1\n\n", "t.py")
+    again = reparse("x = 1\ny\n", "t.py", previous)
+    assert again is not None and _dump(again.tree) == _dump(parse_source("x = 1\ny\n", "t.py").tree)
+    assert len(again.tree.body) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from typing import Iterable, Optional
 
 from fabric_ls.analysis.jedi_bridge import (
@@ -12,8 +13,8 @@ from fabric_ls.analysis.jedi_bridge import (
     environment_problem,
     is_own_environment,
 )
-from fabric_ls.analysis.reparse import reparse, reparsed_tree
-from fabric_ls.analysis.source import ParsedSource, parse_source
+from fabric_ls.analysis.reparse import reparse, reparsed_tree, settled_lines
+from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
 EXTERNAL_PREFIXES = (
@@ -143,8 +144,11 @@ class Project:
         if parsed is None:
             # A text being typed is repaired by re-parsing it whole: each repaired version that
             # parses is re-parsed from the last clean one first.
-            quick = (lambda candidate: reparsed_tree(candidate, previous)) if previous is not None else None
-            parsed = parse_source(text, path, quick)
+            quick, settled = None, 0
+            if previous is not None:
+                quick = partial(reparsed_tree, previous=previous)
+                settled = settled_lines(normalize_text(text), previous)
+            parsed = parse_source(text, path, quick, settled)
         if parsed.syntax_error is None and not parsed.repaired_lines and not parsed.closed_lines:
             self._last_clean.pop(path, None)
             self._last_clean[path] = parsed

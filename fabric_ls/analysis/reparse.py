@@ -31,26 +31,14 @@ def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSour
 def reparsed_tree(text: str, previous: ParsedSource) -> Optional[ast.Module]:
     """The tree of ``text`` (already normalised) that a whole parse gives, built by re-parsing only
     what differs from ``previous``; None where that cannot be vouched for (see the module's text)."""
-    if previous.syntax_error is not None or previous.repaired_lines or previous.closed_lines:
+    found = _boundaries(text, previous)
+    if found is None:
         return None
-    if "barry_as_FLUFL" in text:
-        return None  # a __future__ import that changes how `<>` parses, for the whole file
-    old, new = previous.lines, split_lines(text)
-    first = _first_difference(old, new)
-    if first == len(old) == len(new):
+    new, kept_before, kept_after, start = found
+    if new == previous.lines:
         return previous.tree
-    # Lines at the end both texts share, never overlapping the shared start.
-    tail = 0
-    while tail < min(len(old), len(new)) - first and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
     body = previous.tree.body
-    ranges = [_lines_of(statement) for statement in body]
-    kept_before = _statements_before(ranges, first, old)
-    kept_after = len(body)
-    if len(new) == len(old):
-        kept_after = _statements_after(ranges, len(old) - 1 - tail, kept_before, old)
-    start = ranges[kept_before - 1][1] + 1 if kept_before else 0
-    end = ranges[kept_after][0] if kept_after < len(body) else len(new)
+    end = _lines_of(body[kept_after])[0] if kept_after < len(body) else len(new)
     part = new[start:end]
     if part and part[-1].rstrip("\r\n").endswith("\\"):
         return None  # it would continue into the next statement
@@ -58,6 +46,38 @@ def reparsed_tree(text: str, previous: ParsedSource) -> Optional[ast.Module]:
     if tree is None:
         return None
     return ast.Module(body=[*body[:kept_before], *tree.body, *body[kept_after:]], type_ignores=[])
+
+
+def settled_lines(text: str, previous: ParsedSource) -> int:
+    """How many leading lines of ``text`` (normalised) are statements of ``previous`` it left as
+    they were: a tokenizer that starts after them starts where a whole file's would be."""
+    found = _boundaries(text, previous)
+    return found[3] if found is not None else 0
+
+
+def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
+    """``text``'s lines; how many leading statements of ``previous`` it keeps; the index of the
+    first trailing one it keeps; the first line after the leading ones."""
+    if previous.syntax_error is not None or previous.repaired_lines or previous.closed_lines:
+        return None
+    if "barry_as_FLUFL" in text:
+        return None  # a __future__ import that changes how `<>` parses, for the whole file
+    old, new = previous.lines, split_lines(text)
+    body = previous.tree.body
+    first = _first_difference(old, new)
+    if first == len(old) == len(new):
+        return new, len(body), len(body), len(new)
+    # Lines at the end both texts share, never overlapping the shared start.
+    tail = 0
+    while tail < min(len(old), len(new)) - first and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    ranges = [_lines_of(statement) for statement in body]
+    kept_before = _statements_before(ranges, first, old)
+    kept_after = len(body)
+    if len(new) == len(old):
+        kept_after = _statements_after(ranges, len(old) - 1 - tail, kept_before, old)
+    start = ranges[kept_before - 1][1] + 1 if kept_before else 0
+    return new, kept_before, kept_after, start
 
 
 def _first_difference(old: list[str], new: list[str]) -> int:

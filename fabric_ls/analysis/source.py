@@ -135,13 +135,18 @@ def parse_clean(text: str) -> Optional[ast.Module]:
 
 
 def parse_source(
-    text: str, path: str = "<string>", quick: Optional[Callable[[str], Optional[ast.Module]]] = None
+    text: str,
+    path: str = "<string>",
+    quick: Optional[Callable[[str], Optional[ast.Module]]] = None,
+    settled: int = 0,
 ) -> ParsedSource:
     """Parse ``text``; on a syntax error, blank offending lines until the rest parses.
 
     Blanking keeps line numbers, so findings on the lines that do parse stay exact.
-    Nothing raises: a file that cannot be repaired yields an empty module. ``quick`` is tried on
-    each repaired text first: the tree a whole parse gives, or None (fabric_ls.analysis.reparse).
+    Nothing raises: a file that cannot be repaired yields an empty module. From an earlier
+    version that parsed (fabric_ls.analysis.reparse): ``quick`` is tried on each repaired text
+    first (the tree a whole parse gives, or None); the first ``settled`` lines are complete
+    statements, so brackets left open are looked for after them.
     """
     text = normalize_text(text)
     lines = split_lines(text)
@@ -169,7 +174,8 @@ def parse_source(
                 break
             if closed is None and (error.msg or "").endswith("was never closed"):
                 # Tokenizing costs more than a parse: only for a file that ends inside brackets.
-                closed = _close_brackets(work)
+                untouched = settled if all(n >= settled for n in repaired | emptied) else 0
+                closed = _close_brackets(work, untouched)
                 if closed:
                     continue
             line0 = min(max((error.lineno or 1) - 1, 0), len(work) - 1)
@@ -200,8 +206,9 @@ def parse_source(
     return ParsedSource(path, text, empty, lines, first_error, problem, repaired)
 
 
-def _close_brackets(work: list[str]) -> dict[int, int]:
-    """Close, in place, the brackets still open at the end of the file.
+def _close_brackets(work: list[str], first: int = 0) -> dict[int, int]:
+    """Close, in place, the brackets still open at the end of the file (none is open before line
+    ``first``: tokenizing starts there).
 
     Returns each line changed and the column the closing brackets were put at.
 
@@ -215,15 +222,15 @@ def _close_brackets(work: list[str]) -> dict[int, int]:
     line_starts: dict[int, tuple[int, str]] = {}  # line -> column and text of its first token
     open_brackets: list[tuple[str, int]] = []  # closer, line of the opener
     try:
-        for token in tokenize.generate_tokens(io.StringIO("".join(work)).readline):
+        for token in tokenize.generate_tokens(io.StringIO("".join(work[first:])).readline):
             if token.type in _NOT_CODE:
                 continue
             if token.type == tokenize.ERRORTOKEN and token.string[:1] in "\"'":
                 return {}  # an unterminated string: its brackets are text
-            line_starts.setdefault(token.start[0] - 1, (token.start[1], token.string))
-            code_ends[token.end[0] - 1] = token.end[1]
+            line_starts.setdefault(first + token.start[0] - 1, (token.start[1], token.string))
+            code_ends[first + token.end[0] - 1] = token.end[1]
             if token.string in _CLOSER_OF:
-                open_brackets.append((_CLOSER_OF[token.string], token.start[0] - 1))
+                open_brackets.append((_CLOSER_OF[token.string], first + token.start[0] - 1))
             elif token.string in (")", "]", "}"):
                 if not open_brackets or open_brackets[-1][0] != token.string:
                     return {}
