@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.reparse import reparse, reparsed_tree, settled_lines
 from fabric_ls.analysis.source import normalize_text, parse_source
+from fabric_ls.engine import analyze_source
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = sorted([*ROOT.glob("bench/scripts/*.py"), *ROOT.glob("examples/*.py")])
@@ -129,3 +131,22 @@ def test_a_statement_typed_after_the_last_one_on_an_empty_line_is_parsed():
     again = reparse("x = 1\ny\n", "t.py", previous)
     assert again is not None and _dump(again.tree) == _dump(parse_source("x = 1\ny\n", "t.py").tree)
     assert len(again.tree.body) == 2
+
+
+@pytest.mark.parametrize("name", ["realistic_train_300.py", "deepspeed_separate_setup.py"])
+def test_an_edited_script_gets_the_findings_a_fresh_analysis_gives(tmp_path, name):
+    # What the server keeps between edits (the last clean parse, the syntax facts kept per node)
+    # never changes an answer: each version, analysed after the ones before it, is analysed alone too.
+    source = next(path for path in SCRIPTS if path.name == name).read_text(encoding="utf-8")
+    script = tmp_path / "train.py"
+    kept = Project([str(tmp_path)])
+    versions = list(_edits(source, random.Random(name)))[::3]
+    for edited in [source, *versions]:
+        after_others = analyze_source(edited, str(script), project=kept)
+        alone = analyze_source(edited, str(script), project=Project([str(tmp_path)]))
+        assert [_finding(f) for f in after_others.findings] == [_finding(f) for f in alone.findings]
+        assert after_others.syntax_error == alone.syntax_error
+
+
+def _finding(finding):
+    return (finding.code, finding.span, finding.severity, finding.message, finding.condition)
