@@ -61,6 +61,8 @@ class ParsedSource:
     interactive: bool = False
     # Facts a rule derives from the tree once per parsed file, by name (the tree never changes).
     derived: dict[str, Any] = field(default_factory=dict)
+    # segment()'s texts, by node (held, so a node made during the analysis is never mistaken for another).
+    _segments: dict[ast.AST, str] = field(default_factory=dict, repr=False, compare=False)
 
     def col(self, line0: int, byte_col: int) -> int:
         """Convert an ``ast`` byte column on line ``line0`` to a code-point column."""
@@ -93,7 +95,14 @@ class ParsedSource:
         )
 
     def segment(self, node: ast.AST) -> str:
-        """The source text of a node (``ast.get_source_segment`` re-splits the file on every call)."""
+        """The source text of a node (``ast.get_source_segment`` re-splits the file on every call).
+        Kept per node: every entry function reads the texts of the same helpers' expressions."""
+        found = self._segments.get(node)
+        if found is None:
+            found = self._segments[node] = self._segment(node)
+        return found
+
+    def _segment(self, node: ast.AST) -> str:
         if getattr(node, "end_lineno", None) is None:
             return ""
         span = self.span(node)
