@@ -132,9 +132,19 @@ def test_a_statement_typed_after_the_last_one_on_an_empty_line_is_parsed():
 
 
 @pytest.mark.parametrize("name", ["realistic_train_300.py", "deepspeed_separate_setup.py"])
-def test_an_edited_script_gets_the_findings_a_fresh_analysis_gives(tmp_path, name):
+def test_an_edited_script_gets_the_findings_a_fresh_analysis_gives(tmp_path, monkeypatch, name):
     # What the server keeps between edits (the last clean parse, the syntax facts kept per node)
     # never changes an answer: each version, analysed after the ones before it, is analysed alone too.
+    import fabric_ls.analysis.project as project_module
+
+    reparsed: list[bool] = []
+
+    def counting(text, path, previous):
+        found = reparse(text, path, previous)
+        reparsed.append(found is not None)
+        return found
+
+    monkeypatch.setattr(project_module, "reparse", counting)
     source = next(path for path in SCRIPTS if path.name == name).read_text(encoding="utf-8")
     script = tmp_path / "train.py"
     kept = Project([str(tmp_path)])
@@ -144,6 +154,7 @@ def test_an_edited_script_gets_the_findings_a_fresh_analysis_gives(tmp_path, nam
         alone = analyze_source(edited, str(script), project=Project([str(tmp_path)]))
         assert [_finding(f) for f in after_others.findings] == [_finding(f) for f in alone.findings]
         assert after_others.syntax_error == alone.syntax_error
+    assert reparsed.count(True) >= 3  # the kept Project did re-parse versions from earlier ones
 
 
 def _finding(finding):
