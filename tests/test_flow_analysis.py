@@ -511,3 +511,33 @@ def test_a_helper_module_imported_inside_entry_functions_is_theirs_each(tmp_path
         ("FAB001", 11),
         ("FAB001", 21),
     ]
+
+
+def test_an_option_added_on_one_path_is_read_per_path(tmp_path):
+    # `--strategy` exists only when `big` is True: `args.strategy` is its default there. Lightning
+    # then builds a DeepSpeedStrategy and refuses the separate setup (FAB001, under that condition);
+    # this shape used to crash the analysis.
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+        import torch
+        from lightning.fabric import Fabric
+
+        def main(big=False):
+            parser = argparse.ArgumentParser()
+            if big:
+                fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+                parser.add_argument("--strategy", default="deepspeed")
+            args = parser.parse_args()
+            fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
+            fabric.launch()
+            model = torch.nn.Linear(4, 2)
+            optimizer = torch.optim.Adam(model.parameters())
+            model = fabric.setup_module(model)
+            optimizer = fabric.setup_optimizers(optimizer)
+        """,
+    )
+    assert found(analysis) == [
+        ("FAB001", 16, "warning", "`big` is True and `--strategy` left at its default 'deepspeed'")
+    ]

@@ -24,6 +24,7 @@ from fabric_ls.analysis.value_ops import (
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
+    ArgOption,
     BoundMethod,
     Choice,
     ClassRef,
@@ -103,7 +104,16 @@ class ExpressionsMixin:
             return value if value is not None else Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Namespace):
             option = owner.parser.options.get(attr)
-            if option is None:
+            if isinstance(option, Merged):
+                # Added on some paths only (``if ...: parser.add_argument(...)``): per path.
+                values = tuple(
+                    _option_value(o)
+                    if isinstance(o, ArgOption)
+                    else Unknown(text=frame.module.parsed.segment(node))
+                    for o in option.options
+                )
+                return Merged(option.key, values, option.descriptions, guards=option.guards)
+            if not isinstance(option, ArgOption):
                 return Unknown(text=frame.module.parsed.segment(node))
             return _option_value(option)
         if isinstance(owner, StrategyAttr):

@@ -24,6 +24,10 @@ _INDENT = re.compile(r"[ \t]*")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _CLOSER_OF = {"(": ")", "[": "]", "{": "}"}
+_ON_LINE = re.compile(r"on line (\d+)")
+_TRY = re.compile(r"[ \t]*try[ \t]*:")
+# A comment at the end of a line (a rough cut: a ``#`` inside a string on that line ends it too).
+_TRAILING_COMMENT = re.compile(r"#[^'\"]*$")
 # Tokens that carry no code: where a line's code ends is the end of its last other token.
 _NOT_CODE = frozenset(
     {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
@@ -55,6 +59,9 @@ class ParsedSource:
     # Line (0-based) -> column (code points) where the repair put the brackets a half-typed call
     # leaves open; the document itself has no such brackets.
     closed_lines: dict[int, int] = field(default_factory=dict)
+    # Line (0-based) -> how many columns longer the repair made its indentation (a line typed at
+    # the wrong indentation, given the block's): the tree's columns on it are that much further right.
+    shifted_lines: dict[int, int] = field(default_factory=dict)
     # Names read by Fabric calls anywhere in the file (computed once by the interpreter).
     interesting_names: Optional[frozenset[str]] = None
     # The program runs in an interactive session (a notebook's cells): Lightning's `_IS_INTERACTIVE`.
@@ -68,6 +75,8 @@ class ParsedSource:
         """Convert an ``ast`` byte column on line ``line0`` to a code-point column."""
         if line0 < 0 or line0 >= len(self.lines):
             return byte_col
+        if line0 in self.shifted_lines:
+            byte_col = max(byte_col - self.shifted_lines[line0], 0)
         text = self.lines[line0]
         if text.isascii():
             return byte_col
@@ -170,24 +179,56 @@ def parse_source(
     # Repairs work on "\n" endings: a placeholder after a bare "\r" must not merge two lines.
     work = [line.rstrip("\r\n") + "\n" if line.endswith(("\r", "\n")) else line for line in lines]
     closed: Optional[dict[int, int]] = None
+    # The lines before brackets were closed, where tokenizing started, and the first opener's line.
+    unclosed: Optional[tuple[list[str], int, int]] = None
     repaired: set[int] = set()
     emptied: set[int] = set()
+    # (line, its new content) of each line ``_refit`` mended: each at most once.
+    refits: set[tuple[int, str]] = set()
+    # Line -> how many columns longer its indentation became (ParsedSource.shifted_lines).
+    shifted: dict[int, int] = {}
     for _ in range(_MAX_REPAIRS):
         try:
             candidate = "".join(work)
             tree = (quick(candidate) if quick is not None else None) or _try_parse(candidate)
             closed = closed or {}
-            return ParsedSource(path, text, tree, lines, first_error, problem, repaired | set(closed), closed)
+            closed = {line: column - shifted.get(line, 0) for line, column in closed.items()}
+            return ParsedSource(
+                path, text, tree, lines, first_error, problem, repaired | set(closed), closed, shifted
+            )
         except SyntaxError as error:
             if not work:
                 break
+            line0 = min(max((error.lineno or 1) - 1, 0), len(work) - 1)
             if closed is None and (error.msg or "").endswith("was never closed"):
                 # Tokenizing costs more than a parse: only for a file that ends inside brackets.
                 untouched = settled if all(n >= settled for n in repaired | emptied) else 0
+                unclosed = (list(work), untouched, line0)
                 closed = _close_brackets(work, untouched)
                 if closed:
                     continue
-            line0 = min(max((error.lineno or 1) - 1, 0), len(work) - 1)
+            elif unclosed is not None:
+                before, untouched, opened = unclosed
+                unclosed = None
+                if closed and opened < line0 <= max(closed):
+                    # What the brackets took in does not parse: the code below was there before,
+                    # and only the opener's line is being typed.
+                    work[:] = before
+                    closed = _close_brackets(work, untouched, on_opener_line=True)
+                    if closed:
+                        continue
+            refit = _refit(error, work, line0, refits)
+            if refit is not None:
+                line, mended = refit
+                if mended.lstrip(" \t") == work[line].lstrip(" \t"):
+                    # Only its indentation changes: its code (and brackets closed on it) moves with it.
+                    moved = len(_indent(mended)) - len(_indent(work[line]))
+                    shifted[line] = shifted.get(line, 0) + moved
+                    if closed and line in closed:
+                        closed[line] += moved
+                work[line] = mended
+                repaired.add(line)
+                continue
             if line0 in emptied:
                 # The error sits on a line already emptied: a bracket opened earlier.
                 line0 = max((n for n in range(line0) if n not in emptied and work[n].strip()), default=-1)
@@ -215,7 +256,7 @@ def parse_source(
     return ParsedSource(path, text, empty, lines, first_error, problem, repaired)
 
 
-def _close_brackets(work: list[str], first: int = 0) -> dict[int, int]:
+def _close_brackets(work: list[str], first: int = 0, on_opener_line: bool = False) -> dict[int, int]:
     """Close, in place, the brackets still open at the end of the file (none is open before line
     ``first``: tokenizing starts there).
 
@@ -225,7 +266,8 @@ def _close_brackets(work: list[str], first: int = 0) -> dict[int, int]:
     A bracket opened on line L ends before the first later line that starts no deeper than L
     does (and not with a closing bracket): that is where the typing went on with a new statement.
     The closers go right after the last token of the line before, so no other code moves.
-    Nothing changes when the brackets that are closed do not match.
+    Nothing changes when the brackets that are closed do not match. ``on_opener_line``: every
+    bracket is closed on the line of the last one opened (a line typed above code that was there).
     """
     code_ends: dict[int, int] = {}  # line -> column where its last token ends
     line_starts: dict[int, tuple[int, str]] = {}  # line -> column and text of its first token
@@ -252,6 +294,9 @@ def _close_brackets(work: list[str], first: int = 0) -> dict[int, int]:
     starting_lines = sorted(line_starts)
     close_at: list[int] = []
     for _, opened in open_brackets:
+        if on_opener_line:
+            close_at.append(open_brackets[-1][1])
+            continue
         depth = len(work[opened]) - len(work[opened].lstrip(" \t"))
         goes_on = next(
             (
@@ -271,6 +316,142 @@ def _close_brackets(work: list[str], first: int = 0) -> dict[int, int]:
         column = code_ends[line]
         work[line] = work[line][:column] + closers + work[line][column:]
     return {line: code_ends[line] for line in close_at}
+
+
+def _refit(
+    error: SyntaxError, work: list[str], line0: int, done: set[tuple[int, str]]
+) -> Optional[tuple[int, str]]:
+    """The line a block-structure error is really about, and its mended text (None when this
+    error is not one of those, or that line was given that text already).
+
+    A line typed at the wrong indentation, or a block opener still without its body, makes
+    Python report the error on the lines after it: blanking those one at a time would empty the
+    rest of the block (and take up to ``_MAX_REPAIRS`` whole parses). The line itself is the one
+    to mend, so everything around it keeps its meaning:
+
+    - "unexpected indent": the line above dedented out of the block (``x = 1`` typed at column
+      0 inside a function); it gets the indentation of the block it sits in;
+    - "unindent does not match": the line itself gets the indentation of the lines around it;
+    - "expected an indented block after ... on line N": the opener on line N becomes ``pass``;
+    - "expected 'except' or 'finally' block": the ``try:`` becomes ``if True:``, its body kept.
+    """
+    message = error.msg or ""
+    target: Optional[int] = None
+    text: Optional[str] = None
+    if message == "unexpected indent":
+        above = _code_line_before(work, line0)
+        if above >= 0 and not _opens_block(work[above]):
+            if _dedented_out(work, above) and _width(work[above]) < _width(work[line0]):
+                target, text = above, _indent(work[line0]) + work[above].lstrip(" \t")
+            else:
+                # This line is the one too deep: it joins the block of the line above.
+                target, text = line0, _indent(work[above]) + work[line0].lstrip(" \t")
+    elif message.startswith("unindent does not match"):
+        above = _code_line_before(work, line0)
+        intruder = _closed_the_block_of(work, line0)
+        if intruder >= 0:
+            # A line above dedented out of the block this one still belongs to.
+            outer = _code_line_before(work, intruder)
+            target, text = intruder, _indent(work[outer]) + work[intruder].lstrip(" \t")
+        elif above >= 0 and _block_of_one(work, above, line0):
+            # The block's first line set a level the lines after it do not keep: it is the odd one.
+            target, text = above, _indent(work[line0]) + work[above].lstrip(" \t")
+        elif above >= 0:
+            indent = _indent(work[above])
+            if _opens_block(work[above]):
+                below = _code_line_after(work, line0)
+                deeper = below >= 0 and _width(work[below]) > _width(work[above])
+                indent = _indent(work[below]) if deeper else indent + "    "
+            target, text = line0, indent + work[line0].lstrip(" \t")
+    elif message.startswith("expected an indented block"):
+        found = _ON_LINE.search(message)
+        opener = int(found.group(1)) - 1 if found else _code_line_before(work, line0 + 1)
+        below = _code_line_after(work, opener) if 0 <= opener < len(work) else -1
+        after = _code_line_after(work, below) if below >= 0 else -1
+        if after >= 0 and _width(work[after]) > _width(work[opener]) > _width(work[below]):
+            # The opener's body is there, below a line typed at the wrong indentation.
+            target, text = below, _indent(work[after]) + work[below].lstrip(" \t")
+        elif 0 <= opener < len(work):
+            target, text = opener, f"{_indent(work[opener])}pass{_ending(work[opener])}"
+    elif message == "expected 'except' or 'finally' block":
+        width = _width(work[line0])
+        opener = next(
+            (n for n in range(line0 - 1, -1, -1) if _TRY.match(work[n]) and _width(work[n]) >= width), -1
+        )
+        if opener >= 0:
+            target, text = opener, f"{_indent(work[opener])}if True:{_ending(work[opener])}"
+    if target is None or text is None or (target, text.lstrip(" \t")) in done or work[target] == text:
+        return None
+    # Each line is given each new content once (its indentation changed, or ``pass``): no loop.
+    done.add((target, text.lstrip(" \t")))
+    return target, text
+
+
+def _closed_the_block_of(work: list[str], line0: int) -> int:
+    """The line above ``line0`` that closed the block ``line0``'s indentation belongs to, or -1.
+
+    The nearest shallower line above is that line when the block's own indentation is found above
+    it (the ``def`` of the method an ``if x:`` typed at column 0 cut short); when no line above has
+    ``line0``'s indentation, ``line0`` itself is the one typed wrong.
+    """
+    width = _width(work[line0])
+    shallower = next(
+        (n for n in range(line0 - 1, -1, -1) if _is_code(work[n]) and _width(work[n]) < width), -1
+    )
+    if shallower < 0 or not _dedented_out(work, shallower):
+        return -1
+    if _width(work[_code_line_after(work, shallower)]) != _width(work[_code_line_before(work, shallower)]):
+        return -1  # the lines under it are a block of its own (a new ``if __name__ ...:``)
+    enclosing = next(
+        (n for n in range(shallower - 1, -1, -1) if _is_code(work[n]) and _width(work[n]) <= width), -1
+    )
+    return shallower if enclosing >= 0 and _width(work[enclosing]) == width else -1
+
+
+def _block_of_one(work: list[str], first: int, line0: int) -> bool:
+    """Whether ``first`` is the only line of a block so far, and ``line0`` (next to it) could be
+    that block's level too: deeper than the opener, shallower than ``first``."""
+    opener = _code_line_before(work, first)
+    return (
+        opener >= 0
+        and _opens_block(work[opener])
+        and _width(work[opener]) < _width(work[line0]) < _width(work[first])
+    )
+
+
+def _dedented_out(work: list[str], line0: int) -> bool:
+    """Whether a line sits shallower than the block the line above it is in (or opens)."""
+    above = _code_line_before(work, line0)
+    if above < 0:
+        return False
+    if _opens_block(work[above]):
+        return _width(work[line0]) <= _width(work[above])
+    return _width(work[line0]) < _width(work[above])
+
+
+def _indent(line: str) -> str:
+    return _INDENT.match(line).group(0)  # type: ignore[union-attr]
+
+
+def _width(line: str) -> int:
+    return len(_indent(line).expandtabs(8))
+
+
+def _is_code(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def _code_line_before(work: list[str], line0: int) -> int:
+    return next((n for n in range(line0 - 1, -1, -1) if _is_code(work[n])), -1)
+
+
+def _code_line_after(work: list[str], line0: int) -> int:
+    return next((n for n in range(line0 + 1, len(work)) if _is_code(work[n])), -1)
+
+
+def _opens_block(line: str) -> bool:
+    return _TRAILING_COMMENT.sub("", line).rstrip().endswith(":")
 
 
 def _placeholder(line: str, work: list[str], line0: int) -> str:
