@@ -541,3 +541,185 @@ def test_an_option_added_on_one_path_is_read_per_path(tmp_path):
     assert found(analysis) == [
         ("FAB001", 16, "warning", "`big` is True and `--strategy` left at its default 'deepspeed'")
     ]
+
+
+def test_an_option_added_in_a_branch_is_not_skipped_with_it(tmp_path):
+    # The branch only adds an option, yet which default `--strategy` has depends on it: with `X`
+    # set, Lightning builds a DeepSpeedStrategy and refuses the separate setup.
+    analysis = check(
+        tmp_path,
+        """\
+        import argparse
+        import os
+        import torch
+        from lightning.fabric import Fabric
+
+        parser = argparse.ArgumentParser()
+        if os.environ.get("X"):
+            parser.add_argument("--strategy", default="deepspeed")
+        else:
+            parser.add_argument("--strategy", default="ddp")
+        args = parser.parse_args()
+        fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
+        fabric.launch()
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters())
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(optimizer)
+        """,
+    )
+    assert found(analysis) == [
+        ("FAB001", 17, "warning", "`os.environ.get(\"X\")` and `--strategy` left at its default 'deepspeed'")
+    ]
+
+
+TWEAKS = {
+    "item, **config": (
+        'config = {"strategy": "ddp"}',
+        'config["strategy"] = "deepspeed"',
+        "Fabric(**config, {})",
+    ),
+    "item, config[...]": (
+        'config = {"strategy": "ddp"}',
+        'config["strategy"] = "deepspeed"',
+        'Fabric(strategy=config["strategy"], {})',
+    ),
+    "update()": (
+        'config = {"strategy": "ddp"}',
+        'config.update(strategy="deepspeed")',
+        "Fabric(**config, {})",
+    ),
+    "attribute": (
+        "config = Config()",
+        'config.strategy = "deepspeed"',
+        "Fabric(strategy=config.strategy, {})",
+    ),
+    "dict(), item": (
+        'config = dict(strategy="ddp")',
+        'config["strategy"] = "deepspeed"',
+        "Fabric(**config, {})",
+    ),
+    "setattr()": (
+        "config = Config()",
+        'setattr(config, "strategy", "deepspeed")',
+        "Fabric(strategy=config.strategy, {})",
+    ),
+}
+
+
+def _tweaked(shape: str) -> str:
+    setup, tweak, fabric = TWEAKS[shape]
+    return textwrap.dedent(
+        f"""\
+        import os
+        from dataclasses import dataclass
+        import torch
+        from lightning.fabric import Fabric
+
+        @dataclass
+        class Config:
+            strategy: str = "ddp"
+
+        {setup}
+        if os.environ.get("BIG"):
+            {tweak}
+        fabric = {fabric.format('accelerator="cuda", devices=2')}
+        fabric.launch()
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters())
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(optimizer)
+        """
+    )
+
+
+@pytest.mark.parametrize("shape", sorted(TWEAKS))
+def test_a_branch_that_only_changes_what_a_fabric_call_reads_is_run(tmp_path, shape):
+    # The branch binds no name and calls nothing Fabric-related, yet it picks the strategy:
+    # with BIG set, Lightning builds a DeepSpeedStrategy and refuses the separate setup.
+    analysis = check(tmp_path, _tweaked(shape))
+    assert found(analysis) == [("FAB001", 18, "warning", '`os.environ.get("BIG")`')]
+
+
+def test_the_branch_tweaks_under_lightning():
+    # The warning's condition, proven: with BIG set Lightning raises FAB001's error at that line;
+    # without it the script runs clean.
+    pytest.importorskip("lightning")
+    from lightning_harness import Script, run_many
+
+    shapes = sorted(TWEAKS)
+    scripts = [Script(_tweaked(shape), env=env) for shape in shapes for env in ({"BIG": "1"}, {})]
+    outcomes = run_many(scripts, profile="gpu8")
+    for index, shape in enumerate(shapes):
+        raised, clean = outcomes[2 * index], outcomes[2 * index + 1]
+        assert (raised.error_class, raised.line, raised.raised_by_lightning) == ("RuntimeError", 18, True), (
+            shape
+        )
+        assert "DeepSpeedStrategy" in (raised.message or ""), shape
+        assert clean.error_class is None, (shape, clean.message)
+
+
+def test_an_attribute_set_in_a_branch_reaches_a_fabric_built_in_a_helper_module(tmp_path):
+    # Nothing in train.py reads `cfg.strategy`: `make_fabric` in helpers.py does.
+    (tmp_path / "helpers.py").write_text(
+        textwrap.dedent(
+            """\
+            from dataclasses import dataclass
+            from lightning.fabric import Fabric
+
+            @dataclass
+            class Config:
+                strategy: str = "ddp"
+
+            def make_fabric(cfg):
+                return Fabric(accelerator="cuda", devices=2, strategy=cfg.strategy)
+            """
+        )
+    )
+    analysis = check(
+        tmp_path,
+        """\
+        import os
+        import torch
+        from helpers import Config, make_fabric
+
+        cfg = Config()
+        if os.environ.get("DS"):
+            cfg.strategy = "deepspeed"
+        fabric = make_fabric(cfg)
+        fabric.launch()
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.Adam(model.parameters())
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(optimizer)
+        """,
+    )
+    assert found(analysis) == [("FAB001", 13, "warning", '`os.environ.get("DS")`')]
+
+
+ENVIRONMENT_DEFAULT = """\
+import os
+import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy=os.environ.get("STRATEGY", "deepspeed"))
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model = fabric.setup_module(model)
+optimizer = fabric.setup_optimizers(optimizer)
+"""
+
+
+def test_an_environment_variable_with_a_default_is_its_default_unless_set(tmp_path):
+    # Lightning raises FAB001's error with STRATEGY unset and runs clean with STRATEGY=ddp.
+    analysis = check(tmp_path, ENVIRONMENT_DEFAULT)
+    assert found(analysis) == [
+        ("FAB001", 10, "warning", "`STRATEGY` not set in the environment (so 'deepspeed')")
+    ]
+    pytest.importorskip("lightning")
+    from lightning_harness import Script, run_many
+
+    unset, ddp = run_many([Script(ENVIRONMENT_DEFAULT), Script(ENVIRONMENT_DEFAULT, env={"STRATEGY": "ddp"})])
+    assert (unset.error_class, unset.line, unset.raised_by_lightning) == ("RuntimeError", 10, True)
+    assert ddp.error_class is None, ddp.message

@@ -217,6 +217,8 @@ class CallsMixin:
             added = args[-1:] if attr != "extend" else _items(args[0]) if args else []
             self.trail.extend(receiver.items, list(added), receiver)
             return Const(None)
+        if isinstance(receiver, Mapping) and attr in ("update", "setdefault"):
+            return self._mapping_update(receiver, attr, node, frame)
         if isinstance(receiver, Mapping) and attr == "get":
             args, _, _ = self._eval_args(node, frame)
             if args and isinstance(args[0], Const):
@@ -236,6 +238,27 @@ class CallsMixin:
             self._eval_args(node, frame)
             return Const(getattr(receiver.value, attr)(), receiver.origins)
         return self._call_value(callee, node, frame)
+
+    def _mapping_update(self, receiver: Mapping, attr: str, node: ast.Call, frame: Frame) -> Value:
+        """``config.update(strategy="deepspeed")``, ``config.setdefault("devices", 2)``: the keys
+        known from the call change; an argument we cannot read changes nothing we know of."""
+        args, keywords, _ = self._eval_args(node, frame)
+        if attr == "setdefault":
+            if not args or not isinstance(args[0], Const):
+                return UNKNOWN
+            try:
+                found = receiver.items.get(args[0].value)
+                if found is None:
+                    found = args[1] if len(args) > 1 else Const(None)
+                    self.trail.set_item(receiver.items, args[0].value, found, receiver)
+            except TypeError:
+                return UNKNOWN
+            return found
+        added: dict[Any, Value] = dict(args[0].items) if args and isinstance(args[0], Mapping) else {}
+        added.update(keywords)
+        for key, value in added.items():
+            self.trail.set_item(receiver.items, key, value, receiver)
+        return Const(None)
 
     def _call_value(self, callee: Value, node: ast.Call, frame: Frame) -> Value:
         if isinstance(callee, BoundMethod):

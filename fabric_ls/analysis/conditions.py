@@ -27,15 +27,18 @@ from fabric_ls.analysis.value_ops import (
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
+    ArgParser,
     BoundMethod,
     Choice,
     ClassRef,
     Const,
     External,
     FunctionRef,
+    Mapping,
     Merged,
     ModuleRef,
     Obj,
+    Seq,
     Unknown,
     Value,
 )
@@ -79,6 +82,7 @@ _CANDIDATE_TYPES = (
     ast.Call,
     ast.Name,
     ast.Attribute,
+    ast.Subscript,
     ast.Return,
     ast.Yield,
     ast.Global,
@@ -109,8 +113,19 @@ def _relevance_candidates(node: ast.AST) -> tuple[ast.AST, ...]:
 
 def _is_candidate(node: ast.AST) -> bool:
     return isinstance(node, _CANDIDATE_TYPES) and (
-        not isinstance(node, (ast.Name, ast.Attribute)) or isinstance(node.ctx, ast.Store)
+        not isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) or isinstance(node.ctx, ast.Store)
     )
+
+
+# Methods that change the object they are called on (``config.update(strategy="deepspeed")``).
+_MUTATORS = frozenset({"update", "setdefault", "append", "extend", "insert", "pop", "__setitem__"})
+
+
+def _root_name(node: ast.AST) -> Optional[str]:
+    """``config`` of ``config["a"].b``: the name an attribute or item chain starts from."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 class ConditionsMixin:
@@ -138,6 +153,29 @@ class ConditionsMixin:
                     return True
                 if isinstance(func, ast.Attribute) and (
                     func.attr in FABRIC_METHODS or func.attr in PARAMETER_METHODS
+                ):
+                    return True
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr == "add_argument"
+                    and isinstance(self._peek(func.value, frame), ArgParser)
+                ):
+                    # An option added on one side only: what ``args.<dest>`` is depends on the side.
+                    return True
+                if (
+                    isinstance(func, ast.Name)
+                    and func.id == "setattr"
+                    and child.args
+                    and isinstance(self._root_value(child.args[0], frame), Obj)
+                ):
+                    return True  # ``setattr(cfg, "strategy", ...)``, as ``cfg.strategy = ...``
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr in _MUTATORS
+                    and (
+                        _root_name(func.value) in _interesting_names(frame.module.parsed)
+                        or isinstance(self._root_value(func.value, frame), (Mapping, Seq))
+                    )
                 ):
                     return True
                 callee = self._peek(func, frame)
@@ -170,6 +208,19 @@ class ConditionsMixin:
                 # ``self.fabric = fabric`` matters; ``self.vocab_size = n`` does not.
                 if child.attr in _interesting_names(frame.module.parsed) or "fabric" in child.attr.lower():
                     return True
+                # ``cfg.strategy = "deepspeed"`` on an object the script made: the call it is passed
+                # to may read it (``make_fabric(cfg)`` in a helper module), whatever the attribute.
+                if isinstance(self._root_value(child.value, frame), (Obj, Mapping)):
+                    return True
+            elif isinstance(child, ast.Subscript):
+                # ``config["strategy"] = ...`` on a dict a Fabric call reads (``Fabric(**config)``).
+                key = child.slice.value if isinstance(child.slice, ast.Constant) else None
+                interesting = _interesting_names(frame.module.parsed)
+                current = self._root_value(child.value, frame)
+                if _root_name(child.value) in interesting or key in interesting:
+                    return True
+                if current is not None and (_tracked(current) or isinstance(current, Mapping)):
+                    return True
             elif isinstance(child, (ast.Return, ast.Yield)) and returns_count:
                 return True
             elif isinstance(child, (ast.Global, ast.Nonlocal)) or (
@@ -178,6 +229,12 @@ class ConditionsMixin:
                 # A branch that ends the program decides which paths reach the Fabric calls after it.
                 return True
         return False
+
+    def _root_value(self, node: ast.AST, frame: Frame) -> Optional[Value]:
+        """What the name an attribute or item chain starts from holds now (``config`` of
+        ``config["a"].b``), or None."""
+        root = _root_name(node)
+        return frame.lookup(root) if root is not None else None
 
     def _peek(self, node: ast.AST, frame: Frame) -> Optional[Value]:
         """Evaluate a callee without side effects (names and attributes only)."""

@@ -28,6 +28,7 @@ from fabric_ls.analysis.values import (
     Const,
     ContextValue,
     External,
+    Mapping,
     Namespace,
     Obj,
     Seq,
@@ -68,7 +69,22 @@ class LibraryMixin:
             raise StopRun()
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
-        args, keywords, _ = self._eval_args(node, frame)
+        args, keywords, opaque = self._eval_args(node, frame)
+        if (
+            qualname == "dict"
+            and not opaque
+            and (not args or (len(args) == 1 and isinstance(args[0], Mapping)))
+        ):
+            # ``dict(accelerator="cuda", devices=2)``: a dict with those keys, like the literal.
+            return Mapping({**(args[0].items if args else {}), **keywords})
+        if qualname in ("os.environ.get", "os.getenv") and len(args) == 2 and not keywords:
+            environment = _environment_default(args[0], args[1])
+            if environment is not None:
+                return environment
+        if qualname == "setattr" and len(args) == 3 and isinstance(args[0], Obj):
+            if isinstance(args[1], Const) and isinstance(args[1].value, str):
+                self.trail.set_item(args[0].attrs, args[1].value, args[2], args[0])
+                return Const(None)
         if qualname in ("torch.compile",) and args and isinstance(args[0], (Obj, SetupModule, Choice)):
             # The compiled module is the module for Fabric: setup unwraps it (_unwrap_compiled).
             return args[0]
@@ -152,3 +168,19 @@ class LibraryMixin:
         if attr in ("add_argument_group", "add_mutually_exclusive_group"):
             return parser
         return UNKNOWN
+
+
+def _environment_default(name: Value, default: Value) -> Optional[Value]:
+    """``os.environ.get("STRATEGY", "deepspeed")``: the default unless the variable is set, which
+    the script does not say (like an argparse option's default)."""
+    if not (isinstance(name, Const) and isinstance(name.value, str) and isinstance(default, Const)):
+        return None
+    variable = name.value
+    return Choice(
+        f"environ:{variable}",
+        (default, Unknown(text=variable, key=f"environ:{variable}:set")),
+        (
+            f"`{variable}` not set in the environment (so {default.value!r})",
+            f"`{variable}` set in the environment",
+        ),
+    )

@@ -282,7 +282,8 @@ def _tracked(value: Value) -> bool:
 
 
 def _interesting_names(parsed: ParsedSource) -> frozenset[str]:
-    """Names read by Fabric API calls and constructors anywhere in the module."""
+    """Names read by Fabric API calls and constructors anywhere in the module (with the attribute
+    names and constant keys they read: ``cfg.strategy``, ``config["devices"]``)."""
     cached = parsed.interesting_names
     if cached is not None:
         return cached
@@ -319,6 +320,12 @@ def _names_read_by_fabric_calls(statement: ast.stmt) -> frozenset[str]:
                     for sub in ast.walk(arg):
                         if isinstance(sub, ast.Name):
                             names.add(sub.id)
+                        elif isinstance(sub, ast.Attribute):
+                            # ``strategy=cfg.strategy``: a branch setting ``cfg.strategy`` matters.
+                            names.add(sub.attr)
+                        elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant):
+                            if isinstance(sub.slice.value, str):
+                                names.add(sub.slice.value)
     return frozenset(names)
 
 
