@@ -41,6 +41,17 @@ def test_ruff_is_clean() -> None:
     assert completed.returncode == 0, completed.stdout
 
 
+def test_mypy_is_clean() -> None:
+    pytest.importorskip("mypy", reason="mypy comes with the dev extras: pip install -e '.[dev]'")
+    completed = subprocess.run(
+        [sys.executable, "-m", "mypy", str(PACKAGE), "--no-incremental"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
 def test_the_shared_fixes_module_holds_no_builder_of_one_rule() -> None:
     # A builder that names its rule (make_fix("FAB001", ...)) belongs in that rule's module;
     # fixes.py keeps the edit helpers and the builders that take the rule as a parameter.

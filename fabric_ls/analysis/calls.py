@@ -17,6 +17,7 @@ from fabric_ls.analysis.join import (
     run_alternatives,
     same,
 )
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     _TENSOR_RETURNING,
     FABRIC_CLASSES,
@@ -66,7 +67,7 @@ def _meta_at_empty_init(strategy: Any) -> bool:
     return creates_meta_at_empty_init(strategy.class_name)
 
 
-class CallsMixin:
+class CallsMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- calls -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from fabric_ls.analysis.join import SplitHere as _SplitHere
 from fabric_ls.analysis.join import condition_key as _condition_key
 from fabric_ls.analysis.join import same
 from fabric_ls.analysis.join import static_truth as _static_truth
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
     FABRIC_METHODS,
@@ -128,7 +129,7 @@ def _root_name(node: ast.AST) -> Optional[str]:
     return node.id if isinstance(node, ast.Name) else None
 
 
-class ConditionsMixin:
+class ConditionsMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- relevance ---------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable, Optional
 
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     _BUILTINS,
     _COMPARE,
@@ -53,7 +54,7 @@ _EXPRESSION_HANDLERS: dict[type, Any] = {}
 _NOT_LOOKED_UP = object()
 
 
-class ExpressionsMixin:
+class ExpressionsMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- expressions -------------------------------------------------------------

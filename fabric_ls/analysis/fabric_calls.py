@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
+from functools import partial
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.events import (
@@ -20,6 +21,7 @@ from fabric_ls.analysis.join import (
     StopRun,
     run_alternatives,
 )
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     FABRIC_METHODS,
     Frame,
@@ -48,7 +50,7 @@ from fabric_ls.analysis.verdicts import verdicts_per_strategy
 MAX_CALL_COMBINATIONS = 32
 
 
-class FabricMixin:
+class FabricMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- Fabric ------------------------------------------------------------------
@@ -170,9 +172,7 @@ class FabricMixin:
         alternatives = [
             (
                 self.guards.and_(self.guard, guard),
-                lambda fabric=fabric: self._fabric_call(  # type: ignore[misc]
-                    fabric, method, node, frame, evaluated, run_target=False
-                ),
+                partial(self._fabric_call, fabric, method, node, frame, evaluated, run_target=False),
             )
             for guard, fabric in variants
         ]
@@ -224,8 +224,8 @@ class FabricMixin:
             alternatives = [
                 (
                     guard,
-                    lambda plain=plain: self._fabric_call(  # type: ignore[misc]
-                        fabric, method, node, frame, (plain + rest, keywords), run_target
+                    partial(
+                        self._fabric_call, fabric, method, node, frame, (plain + rest, keywords), run_target
                     ),
                 )
                 for guard, plain in combinations

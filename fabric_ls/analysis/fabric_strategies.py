@@ -22,6 +22,7 @@ from fabric_ls.analysis.join import (
     merge_values,
 )
 from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     Frame,
 )
@@ -60,7 +61,7 @@ def _option_key(option: StrategyOption) -> Any:
         return repr(option)
 
 
-class FabricStrategiesMixin:
+class FabricStrategiesMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     def _make_fabric(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from fabric_ls.analysis.events import PER_PATH_FIELDS, PerPath
 from fabric_ls.analysis.guards import FALSE, TRUE
@@ -33,8 +33,12 @@ from fabric_ls.analysis.values import Const, FabricObj, Merged, Obj, Params, Str
 _ALIKE_TYPES = (Obj, Params)
 
 if TYPE_CHECKING:
-    from fabric_ls.analysis.run import Run
+    from fabric_ls.analysis.run_state import RunState
     from fabric_ls.analysis.state import Frame
+
+
+# Each alternative's guard, and what evaluates it.
+Alternatives = Sequence[tuple[int, Callable[[], Any]]]
 
 
 class StopRun(Exception):
@@ -103,7 +107,7 @@ class Side:
 
 
 def run_branches(
-    run: Run,
+    run: RunState,
     frame: Frame,
     then_guard: int,
     then_side: Callable[[], Any],
@@ -136,7 +140,7 @@ def run_branches(
             trail.release(mark)
 
 
-def run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Callable[[], Any]]]) -> Any:
+def run_alternatives(run: RunState, frame: Frame, alternatives: Alternatives) -> Any:
     """Evaluate each alternative under its guard on one state; their results, joined.
 
     The paths of the current guard that no alternative's guard holds on (the options of a value
@@ -155,7 +159,7 @@ def run_alternatives(run: Run, frame: Frame, alternatives: list[tuple[int, Calla
 
 
 def _run_alternatives(
-    run: Run, frame: Frame, alternatives: list[tuple[int, Callable[[], Any]]], unions: list[int], first: int
+    run: RunState, frame: Frame, alternatives: Alternatives, unions: list[int], first: int
 ) -> Any:
     if first == len(alternatives) - 1:
         guard, evaluate = alternatives[first]
@@ -171,7 +175,7 @@ def _run_alternatives(
     )
 
 
-def _run_side(run: Run, mark: int, guard: int, side: Callable[[], Any]) -> Side:
+def _run_side(run: RunState, mark: int, guard: int, side: Callable[[], Any]) -> Side:
     run.guard = guard
     outcome, value = "normal", None
     try:
@@ -190,12 +194,12 @@ def _run_side(run: Run, mark: int, guard: int, side: Callable[[], Any]) -> Side:
     except CannotMerge:
         run.trail.undo(mark)
         raise
-    side = Side(outcome, run.guard, value, _state_since(run, mark), _logged_since(run, mark))
+    ended = Side(outcome, run.guard, value, _state_since(run, mark), _logged_since(run, mark))
     run.trail.undo(mark)
-    return side
+    return ended
 
 
-def _state_since(run: Run, mark: int) -> dict:
+def _state_since(run: RunState, mark: int) -> dict:
     logs = _log_ids(run)
     state = {}
     for place, (kind, container, key, _old, owner) in run.trail.changes(mark).items():
@@ -206,7 +210,7 @@ def _state_since(run: Run, mark: int) -> dict:
     return state
 
 
-def _logged_since(run: Run, mark: int) -> dict:
+def _logged_since(run: RunState, mark: int) -> dict:
     changes = run.trail.changes(mark)
     logged = {}
     for log in _logs(run):
@@ -216,15 +220,15 @@ def _logged_since(run: Run, mark: int) -> dict:
     return logged
 
 
-def _logs(run: Run) -> tuple[list, ...]:
+def _logs(run: RunState) -> tuple[list, ...]:
     return (run.observed, run.fabric_records, run.exit_guards)
 
 
-def _log_ids(run: Run) -> set[int]:
+def _log_ids(run: RunState) -> set[int]:
     return {id(log) for log in _logs(run)}
 
 
-def _relog(run: Run, *sides: Side) -> None:
+def _relog(run: RunState, *sides: Side) -> None:
     for log in _logs(run):
         for side in sides:
             added = side.logged.get(id(log))
@@ -232,7 +236,7 @@ def _relog(run: Run, *sides: Side) -> None:
                 run.trail.extend(log, added)
 
 
-def _join(run: Run, frame: Frame, mark: int, first: Side, second: Side, start_guard: int) -> bool:
+def _join(run: RunState, frame: Frame, mark: int, first: Side, second: Side, start_guard: int) -> bool:
     """Apply the joined state. True when the mark must stay open (a pending return)."""
     guards = run.guards
     outcomes = (first.outcome, second.outcome)
@@ -300,12 +304,12 @@ def _reraise(side: Side) -> None:
         raise Continue()
 
 
-def _apply_side(run: Run, side: Side) -> None:
+def _apply_side(run: RunState, side: Side) -> None:
     for kind, container, key, value, owner in side.state.values():
         _write(run, kind, container, key, value, owner)
 
 
-def _write(run: Run, kind: int, container: Any, key: Any, value: Any, owner: Any = None) -> None:
+def _write(run: RunState, kind: int, container: Any, key: Any, value: Any, owner: Any = None) -> None:
     if kind == LIST:
         # Lists only grow; a side's list starts with what was there at the mark.
         if len(value) > len(container):
@@ -314,7 +318,7 @@ def _write(run: Run, kind: int, container: Any, key: Any, value: Any, owner: Any
     write(run.trail, kind, container, key, value, owner)
 
 
-def _apply_merged(run: Run, mark: int, first: Side, second: Side) -> None:
+def _apply_merged(run: RunState, mark: int, first: Side, second: Side) -> None:
     # After both undos the places hold their values at the mark.
     for place in dict.fromkeys([*first.state, *second.state]):
         kind, container, key, _, owner = first.state.get(place) or second.state[place]
@@ -328,7 +332,7 @@ def _apply_merged(run: Run, mark: int, first: Side, second: Side) -> None:
 
 
 def _join_place(
-    run: Run, kind: int, owner: Any, key: Any, alternatives: list[tuple[int, Any]], strict: bool
+    run: RunState, kind: int, owner: Any, key: Any, alternatives: list[tuple[int, Any]], strict: bool
 ) -> Any:
     existence = getattr(owner, "existence_guard", TRUE)
     if existence != TRUE:
@@ -364,7 +368,7 @@ def _join_place(
     return merge_values(run, alternatives, str(key))
 
 
-def join_per_path(run: Run, alternatives: list[tuple[int, Any]]) -> Any:
+def join_per_path(run: RunState, alternatives: list[tuple[int, Any]]) -> Any:
     """A plain field's values under the sides' guards: one value where they agree, else a PerPath."""
     guards = run.guards
     by_value: list[tuple[Any, int]] = []
@@ -385,7 +389,7 @@ def join_per_path(run: Run, alternatives: list[tuple[int, Any]]) -> Any:
     return PerPath(tuple((guard, value) for value, guard in by_value))
 
 
-def merge_values(run: Run, alternatives: list[tuple[int, Any]], name: str) -> Value:
+def merge_values(run: RunState, alternatives: list[tuple[int, Any]], name: str) -> Value:
     """One value for several guarded ones (a name unbound on a side is Unknown there)."""
     options: list[Value] = []
     guards: list[int] = []
@@ -416,7 +420,7 @@ def merge_values(run: Run, alternatives: list[tuple[int, Any]], name: str) -> Va
     return Merged(f"merge:{new_uid()}", tuple(options), ("",) * len(options), guards=tuple(guards))
 
 
-def _widen_existence(run: Run, kept: Any, dropped: Any) -> None:
+def _widen_existence(run: RunState, kept: Any, dropped: Any) -> None:
     """One object now stands for two built on different paths: it exists wherever either did."""
     owners = [(kept, dropped)]
     if isinstance(kept, FabricObj):
@@ -507,17 +511,17 @@ def equal(first: Any, second: Any) -> bool:
 # ----- returns on one side of a branch ---------------------------------------------------
 
 
-def join_returns(run: Run, frame: Frame, result: Value) -> Value:
+def join_returns(run: RunState, frame: Frame, result: Value) -> Value:
     """At the end of a function: join each earlier ``return`` with what the rest did."""
     return _join_pending(run, frame.pending_returns, frame.locals, result)
 
 
-def join_loop_exits(run: Run, exits: list[PendingReturn]) -> None:
+def join_loop_exits(run: RunState, exits: list[PendingReturn]) -> None:
     """At the end of a loop body: join each side that left it early with what the rest did."""
     _join_pending(run, exits, None, Const(None))
 
 
-def _join_pending(run: Run, pendings: list[PendingReturn], dead: Optional[dict], result: Value) -> Value:
+def _join_pending(run: RunState, pendings: list[PendingReturn], dead: Optional[dict], result: Value) -> Value:
     """Join states left at earlier points (newest first) with the current one; ``dead``: a dict
     (the returning frame's locals) whose places no longer matter."""
     guards = run.guards
@@ -549,7 +553,7 @@ def _join_pending(run: Run, pendings: list[PendingReturn], dead: Optional[dict],
     return result
 
 
-def resume_pending_return(run: Run, frame: Frame) -> Value:
+def resume_pending_return(run: RunState, frame: Frame) -> Value:
     """The rest of the function ended the program: go on as the latest earlier ``return`` did."""
     run.trail.extend(run.exit_guards, [run.guard])
     pending = frame.pending_returns.pop()

@@ -8,6 +8,7 @@ from typing import Optional
 from fabric_ls.analysis.join import (
     StopRun,
 )
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
     PARAMS_PASSTHROUGH,
@@ -40,7 +41,7 @@ from fabric_ls.analysis.values import (
 )
 
 
-class LibraryMixin:
+class LibraryMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- known externals ---------------------------------------------------------
@@ -70,13 +71,11 @@ class LibraryMixin:
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
         args, keywords, opaque = self._eval_args(node, frame)
-        if (
-            qualname == "dict"
-            and not opaque
-            and (not args or (len(args) == 1 and isinstance(args[0], Mapping)))
-        ):
-            # ``dict(accelerator="cuda", devices=2)``: a dict with those keys, like the literal.
-            return Mapping({**(args[0].items if args else {}), **keywords})
+        if qualname == "dict" and not opaque and len(args) <= 1:
+            copied = args[0] if args else Mapping({})
+            if isinstance(copied, Mapping):
+                # ``dict(accelerator="cuda", devices=2)``: a dict with those keys, like the literal.
+                return Mapping({**copied.items, **keywords})
         if qualname in ("os.environ.get", "os.getenv") and len(args) == 2 and not keywords:
             environment = _environment_default(args[0], args[1])
             if environment is not None:

@@ -19,6 +19,7 @@ from fabric_ls.analysis.join import (
 )
 from fabric_ls.analysis.join import condition_key as _condition_key
 from fabric_ls.analysis.project import is_external
+from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     MAX_GUARD_NODES,
     MAX_STEPS,
@@ -53,7 +54,7 @@ _STATEMENT_HANDLERS: dict[type, Any] = {}
 _NOT_LOOKED_UP = object()
 
 
-class StatementsMixin:
+class StatementsMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     # ----- statements --------------------------------------------------------------

@@ -42,7 +42,7 @@ from fabric_ls.analysis.values import (
 )
 
 if TYPE_CHECKING:
-    from fabric_ls.analysis.run import Run
+    from fabric_ls.analysis.run_state import RunState
 
 
 class _Marker:
@@ -220,7 +220,7 @@ def _class_method(cls: Optional[ClassRef], name: str, depth: int = 0) -> Optiona
     return None
 
 
-def _class_attribute(cls: ClassRef, name: str, run: Run, frame: Frame) -> Optional[Value]:
+def _class_attribute(cls: ClassRef, name: str, run: RunState, frame: Frame) -> Optional[Value]:
     for statement in cls.node.body:
         if isinstance(statement, ast.Assign):
             for target in statement.targets:
@@ -392,11 +392,11 @@ def _callers_first(parsed: ParsedSource, candidates: list[ast.AST]) -> list[ast.
     callers: dict[int, list[int]] = {}
     for index, callee in enumerate(candidates):
         name = getattr(callee, "name", "")
-        part = 2 if id(callee) in methods else 1
+        is_method = id(callee) in methods
         callers[index] = [
             other
             for other, caller in enumerate(candidates)
-            if other != index and name in _cached_facts(parsed, caller)[part]
+            if other != index and name in _called_names(_cached_facts(parsed, caller), is_method)
         ]
     ancestors = {index: _closure(index, callers) for index in range(len(candidates))}
     placed: list[int] = []
@@ -443,6 +443,11 @@ def _statement_text(parsed: ParsedSource, statement: ast.AST) -> str:
     if getattr(statement, "decorator_list", None):
         start = min(start, min(d.lineno for d in statement.decorator_list) - 1)  # type: ignore[attr-defined]
     return "\n".join(parsed.lines[start:end])
+
+
+def _called_names(facts: tuple[bool, frozenset[str], frozenset[str]], methods: bool) -> frozenset[str]:
+    """The names a definition calls: as methods (``self.f()``), or plainly."""
+    return facts[2] if methods else facts[1]
 
 
 def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, frozenset[str], frozenset[str]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from fabric_ls.analysis.events import CallEvent
 from fabric_ls.analysis.guards import Guards
@@ -75,7 +75,8 @@ class _Verdicts:
         strategy = option.strategy
         read: list[str] = []
         seen = _as_seen(self.event, index)
-        seen.fabric.strategy = _Reading(strategy, read)
+        # The proxy stands for the strategy and notes which of its fields the rules read.
+        seen.fabric.strategy = cast(ResolvedStrategy, _Reading(strategy, read))
         try:
             verdict = self.check(seen)
         finally:

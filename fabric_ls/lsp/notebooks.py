@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from functools import partial
 from typing import Optional, Sequence
 
 from lsprotocol import types
@@ -119,7 +120,7 @@ def diagnostics_by_cell(
         in_cell.related_information = related or None
         # The client syncs Python cells only: their numbers are not the notebook's, so say where instead.
         in_cell.message = cell_line_references(
-            diagnostic.message, notebook.program, lambda other, here=cell: _relative_name(other, here)
+            diagnostic.message, notebook.program, partial(_relative_name, here=cell)
         )
         in_cell.data = None  # the fix data holds program positions; code actions read the analysis
         by_cell[notebook.cell_uris[cell.number]].append(in_cell)

@@ -1,0 +1,177 @@
+"""The state one run of the evaluator shares between its parts, declared once.
+
+``Run`` (fabric_ls.analysis.run) is assembled from mixins, one per concern (statements,
+conditions, expressions, calls, library, fabric_calls, fabric_strategies); each reads the run's
+state and calls the others' methods through ``self``. ``RunState`` is their common base: the
+attributes ``Run.__init__`` sets, with their types, and, for the type checker only, the methods
+one part calls on another. It holds no behaviour.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:
+    from fabric_ls.analysis.events import CallEvent, FabricState, StatementPlace
+    from fabric_ls.analysis.guards import Guards
+    from fabric_ls.analysis.join import PendingReturn
+    from fabric_ls.analysis.project import Project
+    from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
+    from fabric_ls.analysis.source import ParsedSource
+    from fabric_ls.analysis.state import Checker, Decisions, Frame, ModuleEnv, Observed, SharedAcrossRuns
+    from fabric_ls.analysis.trail import Trail
+    from fabric_ls.analysis.values import ArgParser, Choice, ContextValue, FabricObj, FunctionRef, Value
+
+
+class RunState:
+    """What every part of ``Run`` reads and writes (set in ``Run.__init__``)."""
+
+    project: Project
+    main: ParsedSource
+    decisions: Decisions
+    check: Checker
+    reporting: bool
+    guards: Guards
+    # The combinations of decisions this point of the run is reached under.
+    guard: int
+    trail: Trail
+    try_depth: int
+    splittable: int
+    script_call: Optional[ast.Call]
+    call_node: Optional[ast.Call]
+    call_stack: list[tuple[ParsedSource, ast.Call]]
+    fabric_free_depth: int
+    loop_exits: list[list[PendingReturn]]
+    observed: list[Observed]
+    fabric_records: list[tuple[FabricState, int]]
+    exit_guards: list[int]
+    assumed_strategy: Optional[str]
+    force_strategy: bool
+    exited: bool
+    steps: int
+    depth: int
+    modules: dict[str, ModuleEnv]
+    shared: SharedAcrossRuns
+    helper_modules: dict[str, ModuleEnv]
+    executed_functions: set[int]
+    dependencies: set[str]
+    places: list[StatementPlace]
+    contexts: list[ContextValue]
+    eval_depth: int
+    _relevance: dict[int, bool]
+    _function_relevant: dict[int, bool]
+    main_env: ModuleEnv
+
+    if TYPE_CHECKING:
+        # Methods one part of the run calls on another (defined in the module named above each).
+        # calls.py
+        def _call_function(
+            self,
+            function: FunctionRef,
+            args: list[Value],
+            keywords: dict[str, Value],
+            opaque: bool = False,
+            entry: bool = False,
+        ) -> Value: ...
+        # calls.py
+        def _eval_args(self, node: ast.Call, frame: Frame) -> tuple[list[Value], dict[str, Value], bool]: ...
+        # calls.py
+        def _generic_result(
+            self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value], name: str = ""
+        ) -> Value: ...
+        # conditions.py
+        def _combinations(
+            self,
+            values: dict[Any, Value],
+            expand: Optional[Callable[[Any, Value, int], list[tuple[int, Value]]]] = None,
+            limit: Optional[int] = None,
+        ) -> list[tuple[int, dict[Any, Value]]]: ...
+        # conditions.py
+        def _compute_relevance(
+            self, node: ast.AST, frame: Frame, seen: set[int], returns_count: bool = True
+        ) -> bool: ...
+        # conditions.py
+        def _concrete(self, value: Value) -> Value: ...
+        # conditions.py
+        def _fork(self, key: str, option_guards: list[int], whole_run: bool = False) -> int: ...
+        # conditions.py
+        def _leaves(self, value: Value, guard: int, depth: int) -> list[tuple[int, Value]]: ...
+        # conditions.py
+        def _options_under(self, value: Value, guard: int) -> list[tuple[int, Value]]: ...
+        # conditions.py
+        def _relevant(self, node: ast.AST, frame: Frame) -> bool: ...
+        # conditions.py
+        def _split(self, value: Value, node: ast.AST, frame: Frame, relevant: bool = True) -> Any: ...
+        # conditions.py
+        def _truth(self, value: Value, node: ast.AST, frame: Frame, fork: bool = True) -> Optional[bool]: ...
+        # expressions.py
+        def _attribute(self, owner: Value, attr: str, node: ast.AST, frame: Frame) -> Value: ...
+        # expressions.py
+        def _eval(self, node: Optional[ast.AST], frame: Frame) -> Value: ...
+        # expressions.py
+        def _lift(self, choice: Choice, function: Callable[[Value], Value]) -> Choice: ...
+        # fabric_calls.py
+        def _dispatch_fabric_call(
+            self,
+            receiver: Choice,
+            variants: list[tuple[int, FabricObj]],
+            method: str,
+            node: ast.Call,
+            frame: Frame,
+        ) -> Value: ...
+        # fabric_calls.py
+        def _emit(
+            self,
+            fabric: FabricObj,
+            method: str,
+            node: ast.Call,
+            frame: Frame,
+            args: list[Value],
+            keywords: dict[str, Value],
+        ) -> CallEvent: ...
+        # fabric_calls.py
+        def _fabric_call(
+            self,
+            fabric: FabricObj,
+            method: str,
+            node: ast.Call,
+            frame: Frame,
+            evaluated: Optional[tuple[list[Value], dict[str, Value]]] = None,
+            run_target: bool = True,
+        ) -> Value: ...
+        # fabric_calls.py
+        def _fabric_variants(self, receiver: Choice) -> Optional[list[tuple[int, FabricObj]]]: ...
+        # fabric_strategies.py
+        def _make_fabric(
+            self,
+            node: ast.Call,
+            frame: Frame,
+            user_class: Optional[str] = None,
+            qualname: str = "lightning.fabric.Fabric",
+        ) -> Value: ...
+        # fabric_strategies.py
+        def _one_strategy(
+            self, state: FabricState, answer: Callable[[ResolvedStrategy], Any]
+        ) -> ResolvedStrategy: ...
+        # fabric_strategies.py
+        def _per_strategy(self, state: FabricState, read: Callable[[ResolvedStrategy], Value]) -> Value: ...
+        # fabric_strategies.py
+        def _strategy_object(
+            self,
+            qualname: str,
+            keywords: dict[str, Value],
+            node: ast.Call,
+            frame: Frame,
+            user_class: Optional[str] = None,
+        ) -> Value: ...
+        # library.py
+        def _argparse_call(self, parser: ArgParser, attr: str, node: ast.Call, frame: Frame) -> Value: ...
+        # library.py
+        def _external_call(self, qualname: str, node: ast.Call, frame: Frame) -> Value: ...
+        # run.py
+        def _module_env(self, path: str) -> Optional[ModuleEnv]: ...
+        # statements.py
+        def _assign(self, target: ast.AST, value: Value, frame: Frame, statement: ast.AST) -> None: ...
+        # statements.py
+        def _tick(self) -> None: ...
