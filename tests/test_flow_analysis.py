@@ -513,6 +513,16 @@ def test_a_helper_module_imported_inside_entry_functions_is_theirs_each(tmp_path
     ]
 
 
+# What Lightning refuses under DeepSpeed (FAB001): the model and the optimizer set up separately.
+SEPARATE_SETUP = """\
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.Adam(model.parameters())
+model = fabric.setup_module(model)
+optimizer = fabric.setup_optimizers(optimizer)
+"""
+
+
 def test_an_option_added_on_one_path_is_read_per_path(tmp_path):
     # `--strategy` exists only when `big` is True: `args.strategy` is its default there. Lightning
     # then builds a DeepSpeedStrategy and refuses the separate setup (FAB001, under that condition);
@@ -531,12 +541,8 @@ def test_an_option_added_on_one_path_is_read_per_path(tmp_path):
                 parser.add_argument("--strategy", default="deepspeed")
             args = parser.parse_args()
             fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
-            fabric.launch()
-            model = torch.nn.Linear(4, 2)
-            optimizer = torch.optim.Adam(model.parameters())
-            model = fabric.setup_module(model)
-            optimizer = fabric.setup_optimizers(optimizer)
-        """,
+            {SEPARATE_SETUP_IN_A_FUNCTION}
+        """.format(SEPARATE_SETUP_IN_A_FUNCTION=SEPARATE_SETUP.replace("\n", "\n            ")),
     )
     assert found(analysis) == [
         ("FAB001", 16, "warning", "`big` is True and `--strategy` left at its default 'deepspeed'")
@@ -561,12 +567,8 @@ def test_an_option_added_in_a_branch_is_not_skipped_with_it(tmp_path):
             parser.add_argument("--strategy", default="ddp")
         args = parser.parse_args()
         fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
-        fabric.launch()
-        model = torch.nn.Linear(4, 2)
-        optimizer = torch.optim.Adam(model.parameters())
-        model = fabric.setup_module(model)
-        optimizer = fabric.setup_optimizers(optimizer)
-        """,
+        {SEPARATE_SETUP}
+        """.format(SEPARATE_SETUP=SEPARATE_SETUP.replace("\n", "\n        ")),
     )
     assert found(analysis) == [
         ("FAB001", 17, "warning", "`os.environ.get(\"X\")` and `--strategy` left at its default 'deepspeed'")
@@ -609,8 +611,9 @@ TWEAKS = {
 
 def _tweaked(shape: str) -> str:
     setup, tweak, fabric = TWEAKS[shape]
-    return textwrap.dedent(
-        f"""\
+    return (
+        textwrap.dedent(
+            f"""\
         import os
         from dataclasses import dataclass
         import torch
@@ -624,12 +627,9 @@ def _tweaked(shape: str) -> str:
         if os.environ.get("BIG"):
             {tweak}
         fabric = {fabric.format('accelerator="cuda", devices=2')}
-        fabric.launch()
-        model = torch.nn.Linear(4, 2)
-        optimizer = torch.optim.Adam(model.parameters())
-        model = fabric.setup_module(model)
-        optimizer = fabric.setup_optimizers(optimizer)
         """
+        )
+        + SEPARATE_SETUP
     )
 
 
@@ -687,28 +687,22 @@ def test_an_attribute_set_in_a_branch_reaches_a_fabric_built_in_a_helper_module(
         if os.environ.get("DS"):
             cfg.strategy = "deepspeed"
         fabric = make_fabric(cfg)
-        fabric.launch()
-        model = torch.nn.Linear(4, 2)
-        optimizer = torch.optim.Adam(model.parameters())
-        model = fabric.setup_module(model)
-        optimizer = fabric.setup_optimizers(optimizer)
-        """,
+        {SEPARATE_SETUP}
+        """.format(SEPARATE_SETUP=SEPARATE_SETUP.replace("\n", "\n        ")),
     )
     assert found(analysis) == [("FAB001", 13, "warning", '`os.environ.get("DS")`')]
 
 
-ENVIRONMENT_DEFAULT = """\
+ENVIRONMENT_DEFAULT = (
+    """\
 import os
 import torch
 from lightning.fabric import Fabric
 
 fabric = Fabric(accelerator="cuda", devices=2, strategy=os.environ.get("STRATEGY", "deepspeed"))
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-optimizer = torch.optim.Adam(model.parameters())
-model = fabric.setup_module(model)
-optimizer = fabric.setup_optimizers(optimizer)
 """
+    + SEPARATE_SETUP
+)
 
 
 def test_an_environment_variable_with_a_default_is_its_default_unless_set(tmp_path):
