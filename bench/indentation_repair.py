@@ -2,10 +2,12 @@
 
 Each of the lines below is inserted after a sample of lines inside function bodies, at column 0, at
 column 4, at the body's indentation and one level deeper (most of these do not parse), and the text
-is parsed with ``fabric_ls.analysis.source.parse_source``, as the server does for each keystroke
-that leaves the file broken. It prints, per typed line, the median and worst time, the most whole
-parses one repair took, and in how many edits a top-level function or class went missing from the
-tree (the file "lost"), which is what makes findings vanish while typing.
+is parsed twice: alone (``fabric_ls.analysis.source.parse_source``, as ``fabric-ls check`` does) and
+as the server does for a keystroke that leaves the file broken (``Project.parse_script`` after the
+unedited version, so the part the edit touched is re-parsed first). It prints, per typed line, the
+median and worst time of each, the most whole-file parses one repair took alone, and in how many edits
+a top-level function or class went missing from the tree (the file "lost"), which is what makes
+findings vanish while typing.
 
     python bench/indentation_repair.py                # both realistic scripts
     python bench/indentation_repair.py --scripts 3000 --every 50
@@ -25,6 +27,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import fabric_ls.analysis.source as source_module  # noqa: E402
+from fabric_ls.analysis.project import Project  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 SCRIPTS = {
@@ -61,9 +64,10 @@ def measure(path: pathlib.Path, every: int) -> None:
     source_module._try_parse = counting
     try:
         all_times: list[float] = []
+        all_server: list[float] = []
         print(f"{path.name} ({len(lines)} lines), one place in {every}:")
         for typed in TYPED:
-            times, most, lost = [], 0, 0
+            times, server, most, lost = [], [], 0, 0
             for number, depth in _places(lines, every):
                 for indent in sorted({0, 4, depth, depth + 4}):
                     edited = "".join(
@@ -75,12 +79,22 @@ def measure(path: pathlib.Path, every: int) -> None:
                     times.append((time.perf_counter() - started) * 1000)
                     most = max(most, parses[0])
                     lost += _names(parsed.tree) != names
+                    project = Project([])
+                    project.parse_script(text, str(path))
+                    started = time.perf_counter()
+                    project.parse_script(edited, str(path))
+                    server.append((time.perf_counter() - started) * 1000)
             all_times.extend(times)
+            all_server.extend(server)
             print(
-                f"  {typed!r:14} median {statistics.median(times):6.1f} ms  worst {max(times):7.1f} ms"
+                f"  {typed!r:14} alone: median {statistics.median(times):6.1f} ms, worst {max(times):7.1f}"
+                f"  server: median {statistics.median(server):6.1f}, worst {max(server):7.1f}"
                 f"  most parses {most:3d}  lost {lost}/{len(times)}"
             )
-        print(f"  all: median {statistics.median(all_times):.1f} ms, worst {max(all_times):.1f} ms")
+        print(
+            f"  all: alone median {statistics.median(all_times):.1f} ms, worst {max(all_times):.1f};"
+            f" server median {statistics.median(all_server):.1f} ms, worst {max(all_server):.1f}"
+        )
     finally:
         source_module._try_parse = real_parse
 

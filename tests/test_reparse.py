@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabric_ls.analysis.project import Project
-from fabric_ls.analysis.reparse import reparse, reparsed_tree, settled_lines
+from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines
 from fabric_ls.analysis.source import normalize_text, parse_source
 from fabric_ls.engine import analyze_source
 
@@ -22,7 +22,7 @@ def _dump(tree: ast.AST) -> str:
 
 
 def _from(previous):
-    return lambda text: reparsed_tree(text, previous)
+    return lambda text: reparse_attempt(text, previous)
 
 
 def _clean(parsed) -> bool:
@@ -86,6 +86,7 @@ def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
             quick = parse_source(edited, str(script), _from(last_clean), settled)
             assert _dump(quick.tree) == _dump(whole.tree)
             assert (quick.repaired_lines, quick.closed_lines) == (whole.repaired_lines, whole.closed_lines)
+            assert quick.shifted_lines == whole.shifted_lines
             assert (quick.syntax_error, quick.syntax_problem) == (whole.syntax_error, whole.syntax_problem)
             continue
         if again is not None:
@@ -94,6 +95,71 @@ def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
             assert again.lines == whole.lines and again.text == whole.text
         last_clean = whole
     assert reused > 0
+
+
+def _whole(text: str):
+    """What ``ast.parse`` gives for ``text``: its tree's dump, or its error's message and position."""
+    try:
+        return _dump(ast.parse(text))
+    except SyntaxError as error:
+        return (type(error), error.msg, error.lineno, error.offset, error.end_lineno, error.end_offset)
+
+
+def test_what_a_part_vouches_for_is_what_a_whole_parse_gives():
+    # A text being typed is repaired from the errors of its re-parsed part: each must be the error
+    # a whole parse raises, with the same message and position, or the repair would read history.
+    errors = 0
+    for script in SCRIPTS:
+        text = script.read_text(encoding="utf-8")
+        rng = random.Random("vouched " + script.name)
+        last_clean = parse_source(text, str(script))
+        for edited in _edits(text, rng):
+            edited = normalize_text(edited)
+            vouched = reparse_attempt(edited, last_clean)
+            if isinstance(vouched, SyntaxError):
+                errors += 1
+                error = vouched
+                assert _whole(edited) == (
+                    type(error),
+                    error.msg,
+                    error.lineno,
+                    error.offset,
+                    error.end_lineno,
+                    error.end_offset,
+                ), script.name
+            elif vouched is not None:
+                assert _whole(edited) == _dump(vouched), script.name
+            parsed = parse_source(edited, str(script))
+            if _clean(parsed):
+                last_clean = parsed
+    assert errors > 100
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n    y = (\nx = 1\n"),  # joins f, then breaks
+        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n  y = 2\nx = 1\n"),  # no level of f's
+        ("if a:\n    b = 1\n\nx = 1\n", "if a:\n    b = 1\nelse:\nx = 1\n"),  # the if's else
+        ("x = 1\n\ny = 2\n", 'x = 1\n"""\ny = 2\n'),  # a string never ended
+        ("x = 1\n\ny = 2\n", "x = 1\nz = [\ny = 2\n"),  # a bracket never closed
+        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n \\\nx = 1\n"),  # a backslash line
+    ],
+)
+def test_an_error_the_rest_of_the_file_could_change_is_not_vouched_for(before, after):
+    vouched = reparse_attempt(after, parse_source(before, "t.py"))
+    if isinstance(vouched, SyntaxError):
+        error = vouched
+        assert _whole(after) == (
+            type(error),
+            error.msg,
+            error.lineno,
+            error.offset,
+            error.end_lineno,
+            error.end_offset,
+        )
+    else:
+        assert vouched is None or _whole(after) == _dump(vouched)
 
 
 def test_typing_in_a_function_parses_only_that_function():

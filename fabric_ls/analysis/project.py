@@ -13,7 +13,7 @@ from fabric_ls.analysis.jedi_bridge import (
     environment_problem,
     is_own_environment,
 )
-from fabric_ls.analysis.reparse import reparse, reparsed_tree, settled_lines
+from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines
 from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_source
 
 # Packages interpreted by their import path alone; never parsed.
@@ -146,7 +146,7 @@ class Project:
             # parses is re-parsed from the last clean one first.
             quick, settled = None, 0
             if previous is not None:
-                quick = partial(reparsed_tree, previous=previous)
+                quick = partial(reparse_attempt, previous=previous)
                 settled = settled_lines(normalize_text(text), previous)
             parsed = parse_source(text, path, quick, settled)
         if parsed.syntax_error is None and not parsed.repaired_lines and not parsed.closed_lines:

@@ -16,9 +16,10 @@ None and the caller parses the whole text. ``tests/test_reparse.py`` compares th
 from __future__ import annotations
 
 import ast
-from typing import Optional
+import re
+from typing import Optional, Union
 
-from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_clean, split_lines
+from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_part, split_lines
 
 
 def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSource]:
@@ -31,6 +32,19 @@ def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSour
 def reparsed_tree(text: str, previous: ParsedSource) -> Optional[ast.Module]:
     """The tree of ``text`` (already normalised) that a whole parse gives, built by re-parsing only
     what differs from ``previous``; None where that cannot be vouched for (see the module's text)."""
+    found = reparse_attempt(text, previous)
+    return found if isinstance(found, ast.Module) else None
+
+
+def reparse_attempt(text: str, previous: ParsedSource) -> Union[ast.Module, SyntaxError, None]:
+    """What a whole parse of ``text`` (normalised) gives, from re-parsing only what differs from
+    ``previous``: its tree, or the ``SyntaxError`` it raises; None where neither can be vouched for.
+
+    An error in the part is the whole parse's error when it lies before the part's last line of
+    code and is not one that reads on to the end of the text (a bracket never closed, a string
+    never ended): the tokens up to it are the same in both, and the parser stops at the first
+    statement it cannot read. A text being typed is repaired from these errors (``parse_source``)
+    without parsing the whole file for each repair."""
     found = _boundaries(text, previous)
     if found is None:
         return None
@@ -42,10 +56,39 @@ def reparsed_tree(text: str, previous: ParsedSource) -> Optional[ast.Module]:
     part = new[start:end]
     if part and part[-1].rstrip("\r\n").endswith("\\"):
         return None  # it would continue into the next statement
-    tree = parse_clean("\n" * start + "".join(part))
+    try:
+        tree = parse_part("\n" * start + "".join(part))
+    except SyntaxError as error:
+        return error if _same_error_whole(error, new, start, end) else None
     if tree is None:
         return None
     return ast.Module(body=[*body[:kept_before], *tree.body, *body[kept_after:]], type_ignores=[])
+
+
+# A first line that goes on the statement before it.
+_CONTINUES = re.compile(r"(else|elif|except|finally)\b")
+# Errors that read on to the end of the text: the rest of the file could end them differently.
+_READS_TO_THE_END = ("was never closed", "unexpected EOF", "unterminated triple-quoted", "EOF while")
+
+
+def _same_error_whole(error: SyntaxError, lines: list[str], start: int, end: int) -> bool:
+    """Whether a whole parse raises this error of the part ``lines[start:end]`` (see reparse_attempt)."""
+    message = error.msg or ""
+    if error.lineno is None or any(marker in message for marker in _READS_TO_THE_END):
+        return False
+    first = next((n for n in range(start, end) if _is_code(lines[n])), None)
+    if first is None or lines[first][:1] in " \t" or _CONTINUES.match(lines[first]):
+        # The part's first line may belong to the statement before it (``else:``, a line indented
+        # into the function above); the tokenizer's indentation levels are then not a fresh start's.
+        return False
+    last_code = next(n for n in range(end - 1, first - 1, -1) if _is_code(lines[n]))
+    last = (getattr(error, "end_lineno", None) or error.lineno) - 1
+    return start <= error.lineno - 1 and last < last_code
+
+
+def _is_code(line: str) -> bool:
+    stripped = line.lstrip()
+    return bool(stripped) and not stripped.startswith("#")
 
 
 def settled_lines(text: str, previous: ParsedSource) -> int:
@@ -68,10 +111,13 @@ def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], 
     if first == len(old) == len(new):
         return new, len(body), len(body), len(new)
     # Lines at the end both texts share, never overlapping the shared start.
-    tail = 0
-    while tail < min(len(old), len(new)) - first and old[-1 - tail] == new[-1 - tail]:
+    tail, most = 0, min(len(old), len(new)) - first
+    while tail < most and old[-1 - tail] == new[-1 - tail]:
         tail += 1
-    ranges = [_lines_of(statement) for statement in body]
+    ranges = previous.derived.get("statement lines")
+    if ranges is None:
+        # Kept on the parsed version: a repair re-parses from it once per attempt.
+        ranges = previous.derived["statement lines"] = [_lines_of(statement) for statement in body]
     kept_before = _statements_before(ranges, first, old)
     kept_after = len(body)
     if len(new) == len(old):

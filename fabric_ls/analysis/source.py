@@ -13,7 +13,7 @@ import re
 import tokenize
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from fabric_ls.model import Span, SyntaxProblem
 
@@ -144,6 +144,14 @@ def normalize_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text.replace("\x00", " "))
 
 
+def parse_part(text: str) -> Optional[ast.Module]:
+    """``text``'s tree; a ``SyntaxError`` raises, anything else that stops a parse gives None."""
+    try:
+        return _try_parse(text)
+    except (ValueError, RecursionError, MemoryError):
+        return None
+
+
 def parse_clean(text: str) -> Optional[ast.Module]:
     """The tree of ``text`` if it parses as it is, else None."""
     try:
@@ -155,7 +163,7 @@ def parse_clean(text: str) -> Optional[ast.Module]:
 def parse_source(
     text: str,
     path: str = "<string>",
-    quick: Optional[Callable[[str], Optional[ast.Module]]] = None,
+    quick: Optional[Callable[[str], Union[ast.Module, SyntaxError, None]]] = None,
     settled: int = 0,
 ) -> ParsedSource:
     """Parse ``text``; on a syntax error, blank offending lines until the rest parses.
@@ -169,7 +177,10 @@ def parse_source(
     text = normalize_text(text)
     lines = split_lines(text)
     try:
-        return ParsedSource(path, text, _try_parse(text), lines)
+        vouched = quick(text) if quick is not None else None
+        if isinstance(vouched, SyntaxError):
+            raise vouched
+        return ParsedSource(path, text, vouched or _try_parse(text), lines)
     except (SyntaxError, ValueError) as error:
         first_error = _describe(error)
         problem = _problem(error)
@@ -190,7 +201,10 @@ def parse_source(
     for _ in range(_MAX_REPAIRS):
         try:
             candidate = "".join(work)
-            tree = (quick(candidate) if quick is not None else None) or _try_parse(candidate)
+            vouched = quick(candidate) if quick is not None else None
+            if isinstance(vouched, SyntaxError):
+                raise vouched  # what a whole parse of the candidate raises (reparse_attempt)
+            tree = vouched or _try_parse(candidate)
             closed = closed or {}
             closed = {line: column - shifted.get(line, 0) for line, column in closed.items()}
             return ParsedSource(
