@@ -97,12 +97,16 @@ def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
     assert reused > 0
 
 
+def _error_of(error: SyntaxError) -> tuple:
+    return (type(error), error.msg, error.lineno, error.offset, error.end_lineno, error.end_offset)
+
+
 def _whole(text: str):
     """What ``ast.parse`` gives for ``text``: its tree's dump, or its error's message and position."""
     try:
         return _dump(ast.parse(text))
     except SyntaxError as error:
-        return (type(error), error.msg, error.lineno, error.offset, error.end_lineno, error.end_offset)
+        return _error_of(error)
 
 
 def test_what_a_part_vouches_for_is_what_a_whole_parse_gives():
@@ -118,15 +122,7 @@ def test_what_a_part_vouches_for_is_what_a_whole_parse_gives():
             vouched = reparse_attempt(edited, last_clean)
             if isinstance(vouched, SyntaxError):
                 errors += 1
-                error = vouched
-                assert _whole(edited) == (
-                    type(error),
-                    error.msg,
-                    error.lineno,
-                    error.offset,
-                    error.end_lineno,
-                    error.end_offset,
-                ), script.name
+                assert _whole(edited) == _error_of(vouched), script.name
             elif vouched is not None:
                 assert _whole(edited) == _dump(vouched), script.name
             parsed = parse_source(edited, str(script))
@@ -138,28 +134,22 @@ def test_what_a_part_vouches_for_is_what_a_whole_parse_gives():
 @pytest.mark.parametrize(
     ("before", "after"),
     [
-        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n    y = (\nx = 1\n"),  # joins f, then breaks
-        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n  y = 2\nx = 1\n"),  # no level of f's
-        ("if a:\n    b = 1\n\nx = 1\n", "if a:\n    b = 1\nelse:\nx = 1\n"),  # the if's else
-        ("x = 1\n\ny = 2\n", 'x = 1\n"""\ny = 2\n'),  # a string never ended
-        ("x = 1\n\ny = 2\n", "x = 1\nz = [\ny = 2\n"),  # a bracket never closed
-        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n \\\nx = 1\n"),  # a backslash line
+        # Lines indented into the function above: they join it (the whole file parses).
+        ("def f():\n    pass\n\nx = 1\nz = 2\n", "def f():\n    pass\n    y = (\n    1)\nx = 1\nz = 2\n"),
+        # A level the function above has not: "unindent does not match", not "unexpected indent".
+        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n  y = 2\n  w = 3\nx = 1\n"),
+        # The `if` above's `else:` (the whole file parses).
+        ("if a:\n    b = 1\n\nx = 1\n", "if a:\n    b = 1\nelse:\n    c = 2\nx = 1\nz = 3\n"),
+        # A backslash line joining the next one, inside the function's indentation levels.
+        ("def f():\n    pass\n\nx = 1\n", "def f():\n    pass\n \\\nx = 1\ny = 2\n"),
     ],
+    ids=["joins the function above", "no level of the function above", "the if's else", "backslash"],
 )
 def test_an_error_the_rest_of_the_file_could_change_is_not_vouched_for(before, after):
+    # The part's own error would differ from the whole file's here (or the whole file parses).
     vouched = reparse_attempt(after, parse_source(before, "t.py"))
-    if isinstance(vouched, SyntaxError):
-        error = vouched
-        assert _whole(after) == (
-            type(error),
-            error.msg,
-            error.lineno,
-            error.offset,
-            error.end_lineno,
-            error.end_offset,
-        )
-    else:
-        assert vouched is None or _whole(after) == _dump(vouched)
+    assert not isinstance(vouched, SyntaxError), _error_of(vouched)
+    assert vouched is None or _whole(after) == _dump(vouched)
 
 
 def test_typing_in_a_function_parses_only_that_function():
