@@ -19,7 +19,7 @@ import ast
 import re
 from typing import Optional, Union
 
-from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_part, split_lines
+from fabric_ls.analysis.source import ParsedSource, _is_code, normalize_text, parse_part, split_lines
 
 
 def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSource]:
@@ -44,7 +44,19 @@ def reparse_attempt(text: str, previous: ParsedSource) -> Union[ast.Module, Synt
     code and is not one that reads on to the end of the text (a bracket never closed, a string
     never ended): the tokens up to it are the same in both, and the parser stops at the first
     statement it cannot read. A text being typed is repaired from these errors (``parse_source``)
-    without parsing the whole file for each repair."""
+    without parsing the whole file for each repair.
+
+    The last answer is kept on ``previous``: the server asks for the text itself twice (``reparse``,
+    then the repair's first step)."""
+    last = previous.derived.get("last attempt")
+    if last is not None and last[0] == text:
+        return last[1]
+    answer = _attempt(text, previous)
+    previous.derived["last attempt"] = (text, answer)
+    return answer
+
+
+def _attempt(text: str, previous: ParsedSource) -> Union[ast.Module, SyntaxError, None]:
     found = _boundaries(text, previous)
     if found is None:
         return None
@@ -86,11 +98,6 @@ def _same_error_whole(error: SyntaxError, lines: list[str], start: int, end: int
     return start <= error.lineno - 1 and last < last_code
 
 
-def _is_code(line: str) -> bool:
-    stripped = line.lstrip()
-    return bool(stripped) and not stripped.startswith("#")
-
-
 def settled_lines(text: str, previous: ParsedSource) -> int:
     """How many leading lines of ``text`` (normalised) are statements of ``previous`` it left as
     they were: a tokenizer that starts after them starts where a whole file's would be."""
@@ -100,7 +107,17 @@ def settled_lines(text: str, previous: ParsedSource) -> int:
 
 def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
     """``text``'s lines; how many leading statements of ``previous`` it keeps; the index of the
-    first trailing one it keeps; the first line after the leading ones."""
+    first trailing one it keeps; the first line after the leading ones. The last answer is kept
+    on ``previous`` (``settled_lines`` and ``reparse_attempt`` ask for the same text)."""
+    last = previous.derived.get("last boundaries")
+    if last is not None and last[0] == text:
+        return last[1]
+    found = _find_boundaries(text, previous)
+    previous.derived["last boundaries"] = (text, found)
+    return found
+
+
+def _find_boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
     if previous.syntax_error is not None or previous.repaired_lines or previous.closed_lines:
         return None
     if "barry_as_FLUFL" in text:
