@@ -28,6 +28,8 @@ from fabric_ls.analysis.state import (
 )
 from fabric_ls.analysis.strategies import STRATEGY_CLASSES, creates_meta_at_empty_init
 from fabric_ls.analysis.value_ops import (
+    MAPPING_MUTATORS,
+    SEQ_MUTATORS,
     _bind_fields,
     _class_method,
     _collect_params,
@@ -213,12 +215,12 @@ class CallsMixin(RunState):
                 return ModelOutput(receiver.fabric)
             self._eval_args(node, frame)
             return ModelOutput(receiver.fabric) if attr in _TENSOR_RETURNING else Unknown()
-        if isinstance(receiver, Seq) and attr in ("append", "extend", "insert"):
+        if isinstance(receiver, Seq) and attr in SEQ_MUTATORS:
             args, _, _ = self._eval_args(node, frame)
             added = args[-1:] if attr != "extend" else _items(args[0]) if args else []
             self.trail.extend(receiver.items, list(added), receiver)
             return Const(None)
-        if isinstance(receiver, Mapping) and attr in ("update", "setdefault"):
+        if isinstance(receiver, Mapping) and attr in MAPPING_MUTATORS:
             return self._mapping_update(receiver, attr, node, frame)
         if isinstance(receiver, Mapping) and attr == "get":
             args, _, _ = self._eval_args(node, frame)

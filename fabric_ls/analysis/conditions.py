@@ -19,6 +19,8 @@ from fabric_ls.analysis.state import (
     Frame,
 )
 from fabric_ls.analysis.value_ops import (
+    MAPPING_MUTATORS,
+    SEQ_MUTATORS,
     _class_method,
     _interesting_names,
     _is_exit_call,
@@ -118,10 +120,6 @@ def _is_candidate(node: ast.AST) -> bool:
     )
 
 
-# Methods that change the object they are called on (``config.update(strategy="deepspeed")``).
-_MUTATORS = frozenset({"update", "setdefault", "append", "extend", "insert", "pop", "__setitem__"})
-
-
 def _root_name(node: ast.AST) -> Optional[str]:
     """``config`` of ``config["a"].b``: the name an attribute or item chain starts from."""
     while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -172,11 +170,8 @@ class ConditionsMixin(RunState):
                     return True  # ``setattr(cfg, "strategy", ...)``, as ``cfg.strategy = ...``
                 if (
                     isinstance(func, ast.Attribute)
-                    and func.attr in _MUTATORS
-                    and (
-                        _root_name(func.value) in _interesting_names(frame.module.parsed)
-                        or isinstance(self._root_value(func.value, frame), (Mapping, Seq))
-                    )
+                    and func.attr in SEQ_MUTATORS | MAPPING_MUTATORS
+                    and isinstance(self._peek(func.value, frame), (Mapping, Seq))
                 ):
                     return True
                 callee = self._peek(func, frame)

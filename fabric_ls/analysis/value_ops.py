@@ -274,6 +274,12 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# The methods of lists and dicts the interpreter models (``calls.py``): a branch calling one on a
+# value a Fabric call may read changes it (``conditions.py`` runs that branch).
+SEQ_MUTATORS = frozenset({"append", "extend", "insert"})
+MAPPING_MUTATORS = frozenset({"update", "setdefault"})
+
+
 def _tracked(value: Value) -> bool:
     return isinstance(
         value,
