@@ -18,12 +18,12 @@ from fabric_ls.analysis.explore import Exploration, MergedFinding, explore, merg
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.strategies import MATRIX_NAMES
+from fabric_ls.fixes import fix_outside_repairs
 from fabric_ls.model import (
     Analysis,
     CallSite,
     FabricSite,
     Finding,
-    Fix,
     Origin,
     Span,
     StrategyCandidate,
@@ -285,30 +285,11 @@ def _finding(
         strategy=strategy_label,
         condition=merged.condition,
         related=_strategy_origins(state),
-        fix=_fix_off_guessed_lines(merged.violation.fix, event.parsed),
+        fix=fix_outside_repairs(merged.violation.fix, event.parsed),
         via=via,
         title=record.title,
         docs_url=docs_url(record.rule, settings.docs_base_url),
     )
-
-
-def _fix_off_guessed_lines(fix: Optional[Fix], parsed: ParsedSource) -> Optional[Fix]:
-    """No fix in a top-level statement where the parser gave a line another indentation: the
-    blocks there were a guess (a line typed at the wrong indentation), and a fix reads them."""
-    if fix is None or not parsed.shifted_lines:
-        return fix
-    guessed = [
-        (statement.lineno - 1, (statement.end_lineno or statement.lineno) - 1)
-        for statement in parsed.tree.body
-        if any(
-            statement.lineno - 1 <= line <= (statement.end_lineno or 0) - 1 for line in parsed.shifted_lines
-        )
-    ]
-    guessed.extend((line, line) for line in parsed.shifted_lines)
-    for edit in fix.edits:
-        if any(edit.span.start_line <= last and first <= edit.span.end_line for first, last in guessed):
-            return None
-    return fix
 
 
 def _where(state: FabricState, here: str) -> str:

@@ -161,6 +161,23 @@ def bound_names(statements: Sequence[ast.stmt]) -> set[str]:
     return names
 
 
+def fix_outside_repairs(fix: Optional[Fix], parsed: ParsedSource) -> Optional[Fix]:
+    """``fix``, unless it edits what the parser made up to read a half-typed text: a line it
+    replaced (``pass``, blanked) or re-indented, or any top-level statement holding a re-indented
+    line (its blocks were a guess, and a fix reads them). Every rule's fix goes through here."""
+    if fix is None or not (parsed.repaired_lines - set(parsed.closed_lines)):
+        return fix
+    guessed = [(line, line) for line in parsed.repaired_lines if line not in parsed.closed_lines]
+    for statement in parsed.tree.body:
+        first, last = statement.lineno - 1, (statement.end_lineno or statement.lineno) - 1
+        if any(first <= line <= last for line in parsed.shifted_lines):
+            guessed.append((first, last))
+    for edit in fix.edits:
+        if any(edit.span.start_line <= last and first <= edit.span.end_line for first, last in guessed):
+            return None
+    return fix
+
+
 def repaired_between(parsed: ParsedSource, first_line: int, last_line: int) -> bool:
     """Whether the parser repaired any of these lines (0-based, inclusive): a half-typed text."""
     repaired = parsed.repaired_lines | set(parsed.closed_lines)

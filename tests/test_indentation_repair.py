@@ -17,37 +17,33 @@ import fabric_ls.analysis.source as source_module
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.source import parse_source
 from fabric_ls.engine import analyze_source
+from fabric_ls.fixes import fix_outside_repairs
+from fabric_ls.model import Fix, Span, TextEdit
+from fabric_ls.rules import joint_setup_required
 
 PATH = "/nonexistent/fabric_ls_indent/train.py"
 REALISTIC = pathlib.Path(__file__).resolve().parents[1] / "bench" / "scripts" / "realistic_train_300.py"
 
-DEEPSPEED = """\
-import torch
-from lightning.fabric import Fabric
+
+def _in_a_function(case) -> tuple[str, int]:
+    """A record's sample with its code after the imports moved into ``main()`` (called at the end),
+    and the 0-based line of its finding there."""
+    lines = case.source.splitlines(keepends=True)
+    imports = [line for line in lines if line.startswith(("import ", "from "))]
+    body = [f"    {line}" if line.strip() else line for line in lines[len(imports) :]]
+    return "".join([*imports, "\n\ndef main():\n", *body, "\n\nmain()\n"]), case.line - 1 + 3
 
 
-def train(fabric, model, optimizer, loader):
-    for batch in loader:
-        loss = model(batch).sum()
-        fabric.backward(loss)
-        optimizer.step()
-        optimizer.zero_grad()
-    return model
-
-
-def main():
-    fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
-    fabric.launch()
-    model = torch.nn.Linear(4, 2)
-    optimizer = torch.optim.Adam(model.parameters())
-    model = fabric.setup_module(model)
-    optimizer = fabric.setup_optimizers(optimizer)
-    train(fabric, model, optimizer, [torch.randn(2, 4)])
-
-
-main()
-"""
-SETUP_LINE = 19  # 0-based line of `optimizer = fabric.setup_optimizers(optimizer)`
+# FAB001's record: DeepSpeed with the model and the optimizer set up separately.
+_SEPARATE = next(
+    case
+    for case in joint_setup_required.INVALID
+    if 'strategy="deepspeed"' in case.source
+    and "setup_module" in case.source
+    and case.source.rstrip().endswith("optimizer = fabric.setup_optimizers(optimizer)")
+)
+DEEPSPEED, SETUP_LINE = _in_a_function(_SEPARATE)
+LAUNCH_LINE = next(n for n, line in enumerate(DEEPSPEED.splitlines()) if "fabric.launch()" in line)
 TYPED = ["x = 1", "return", ")", "x = [1,", "if x:", "for a in b:", "try:", "else:", "elif y:", "except E:"]
 
 
@@ -101,16 +97,17 @@ def test_a_line_typed_anywhere_at_any_indentation_keeps_the_rest_of_the_file(typ
 
 @pytest.mark.parametrize("indent", [0, 2, 12])
 def test_a_line_typed_at_the_wrong_indentation_keeps_fab001_where_it_was(indent):
-    # The line typed inside `train` at the wrong indentation is mended; `main` keeps its FAB001.
-    edited = _insert(DEEPSPEED, 6, " " * indent + "total = 0")
+    # Typed in `main` above the setup calls: before, the lines after it were blanked, FAB001 too.
+    edited = _insert(DEEPSPEED, LAUNCH_LINE, " " * indent + "total = 0")
     analysis = analyze_source(edited, PATH)
     assert analysis.syntax_error is not None
     assert [(f.code, f.span.start_line) for f in analysis.findings] == [("FAB001", SETUP_LINE + 1)]
+    assert analyze_source(DEEPSPEED, PATH).findings[0].span.start_line == SETUP_LINE
 
 
 @pytest.mark.parametrize("typed", ["if ready:", "with fabric.no_backward_sync(model):", "try:"])
 def test_an_opener_typed_without_its_body_keeps_the_findings(typed):
-    edited = _insert(DEEPSPEED, 16, "    " + typed)
+    edited = _insert(DEEPSPEED, LAUNCH_LINE, "    " + typed)
     analysis = analyze_source(edited, PATH)
     assert [(f.code, f.span.start_line) for f in analysis.findings] == [("FAB001", SETUP_LINE + 1)]
 
@@ -118,10 +115,9 @@ def test_an_opener_typed_without_its_body_keeps_the_findings(typed):
 def test_a_finding_on_a_line_given_another_indentation_keeps_the_documents_columns():
     # `main`'s setup line typed one column too deep: the parser moves it back into the block; the
     # finding's span is still the call's text in the document, and no fix edits a guessed block.
-    edited = DEEPSPEED.replace(
-        "    optimizer = fabric.setup_optimizers(optimizer)",
-        "     optimizer = fabric.setup_optimizers(optimizer)",
-    )
+    lines = DEEPSPEED.splitlines(keepends=True)
+    lines[SETUP_LINE] = " " + lines[SETUP_LINE]
+    edited = "".join(lines)
     parsed = parse_source(edited, PATH)
     assert parsed.shifted_lines == {SETUP_LINE: -1}
     analysis = analyze_source(edited, PATH)
@@ -146,3 +142,15 @@ def test_the_mended_tree_does_not_depend_on_the_version_edited_before():
             assert ast.dump(kept.tree, include_attributes=True) == ast.dump(
                 alone.tree, include_attributes=True
             )
+
+
+def test_no_fix_edits_a_line_the_parser_made_up():
+    # Every rule's fix goes through `fix_outside_repairs`: an edit over a line the parser replaced
+    # (the unmatched bracket below became `pass`) would rewrite text the analysis never read.
+    broken = "import torch\nx = 1\ny = )\nz = 2\n"
+    parsed = parse_source(broken, PATH)
+    assert parsed.repaired_lines == {2}
+    fix = Fix("a fix", (TextEdit(Span(1, 0, 3, 0), "w = 0\n"),), True)
+    assert fix_outside_repairs(fix, parsed) is None
+    elsewhere = Fix("a fix", (TextEdit(Span(3, 0, 3, 5), "z = 3"),), True)
+    assert fix_outside_repairs(elsewhere, parsed) is elsewhere
