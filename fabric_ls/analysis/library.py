@@ -171,7 +171,8 @@ class LibraryMixin(RunState):
 
 def _environment_default(name: Value, default: Value) -> Optional[Value]:
     """``os.environ.get("STRATEGY", "deepspeed")``: the default unless the variable is set, which
-    the script does not say (like an argparse option's default)."""
+    the script does not say (like an argparse option's default). One decision per variable, whatever
+    default each read gives: every read of it sees the same environment."""
     if not (isinstance(name, Const) and isinstance(name.value, str) and isinstance(default, Const)):
         return None
     variable = name.value
@@ -179,7 +180,7 @@ def _environment_default(name: Value, default: Value) -> Optional[Value]:
         f"environ:{variable}",
         (default, Unknown(text=variable, key=f"environ:{variable}:set")),
         (
-            f"`{variable}` not set in the environment (so {default.value!r})",
+            f"`{variable}` not set in the environment",
             f"`{variable}` set in the environment",
         ),
     )
