@@ -50,7 +50,9 @@ class Guards:
         self._low: list[int] = [0, 1]
         self._high: list[int] = [0, 1]
         self._unique: dict[tuple[int, int, int], int] = {}
-        self._ite_cache: dict[tuple[int, int, int], int] = {}
+        self._and_cache: dict[tuple[int, int], int] = {}
+        self._or_cache: dict[tuple[int, int], int] = {}
+        self._not_cache: dict[int, int] = {}
         # (f, g) → whether f and g share a satisfying assignment.
         self._meets: dict[tuple[int, int], bool] = {}
         # Variable level → (decision index, option index or None for a two-option decision).
@@ -59,7 +61,6 @@ class Guards:
         self._decision_index: dict[str, int] = {}
         # Decision index → the variable levels of its options.
         self._decision_variables: list[list[int]] = []
-        self.operations = 0
         self._support: dict[int, frozenset[int]] = {}
         # exists(): kept variables → {node: result}; feasible_options(): by the options' guards.
         self._exists: dict[frozenset[int], dict[int, int]] = {}
@@ -72,6 +73,9 @@ class Guards:
         # subject → (constant, literal) for each constant it was compared with, in order.
         self._compared: dict[str, list[tuple[object, int]]] = {}
         self._equality_implies: dict[int, tuple[str, int]] = {}
+        # A decision whose every option says another decision's option (the truth of a value given
+        # on the command line says it was given): that one goes unsaid beside it.
+        self._implies: dict[int, tuple[str, int]] = {}
         self._options: dict[tuple[int, int], int] = {}
 
     # ----- nodes ---------------------------------------------------------------------
@@ -170,46 +174,15 @@ class Guards:
         self._compared.setdefault(subject, []).append((constant, literal))
         return literal
 
+    def implies(self, decision: int, implied: tuple[str, int]) -> None:
+        """Each option of ``decision`` holds only where ``implied`` (a decision's key, its option) does."""
+        self._implies[decision] = implied
+
     def compared(self, subject: str) -> list[tuple[object, int]]:
         """The constants ``subject`` was compared with so far, each with its "equals" literal."""
         return self._compared.get(subject, [])
 
     # ----- operations ----------------------------------------------------------------
-
-    def ite(self, f: int, g: int, h: int) -> int:
-        if f == TRUE:
-            return g
-        if f == FALSE:
-            return h
-        if g == h:
-            return g
-        if g == TRUE and h == FALSE:
-            return f
-        key = (f, g, h)
-        found = self._ite_cache.get(key)
-        if found is not None:
-            return found
-        self.operations += 1
-        # Cofactors inlined: this is the hottest function of the analysis.
-        levels, lows, highs = self._level, self._low, self._high
-        f_level, g_level, h_level = levels[f], levels[g], levels[h]
-        level = f_level if f_level < g_level else g_level
-        if h_level < level:
-            level = h_level
-        f0, f1 = (lows[f], highs[f]) if f_level == level else (f, f)
-        g0, g1 = (lows[g], highs[g]) if g_level == level else (g, g)
-        h0, h1 = (lows[h], highs[h]) if h_level == level else (h, h)
-        low = self.ite(f0, g0, h0)
-        high = self.ite(f1, g1, h1)
-        if low == high:
-            result = low
-        else:
-            node_key = (level, low, high)
-            result = self._unique.get(node_key)  # type: ignore[assignment]
-            if result is None:
-                result = self._node(level, low, high)
-        self._ite_cache[key] = result
-        return result
 
     def _cofactors(self, node: int, level: int) -> tuple[int, int]:
         if self._level[node] != level:
@@ -219,16 +192,38 @@ class Guards:
     def not_(self, f: int) -> int:
         if f <= TRUE:
             return 1 - f
-        return self.ite(f, FALSE, TRUE)
+        found = self._not_cache.get(f)
+        if found is None:
+            level = self._level[f]
+            found = self._node(level, self.not_(self._low[f]), self.not_(self._high[f]))
+            self._not_cache[f] = found
+        return found
 
     def and_(self, f: int, g: int) -> int:
+        # ite(f, g, FALSE) with its own cache: the commonest operation, and the cheapest to apply.
         if f == g or g == TRUE:
             return f
         if f == TRUE:
             return g
         if f == FALSE or g == FALSE:
             return FALSE
-        return self.ite(f, g, FALSE) if f < g else self.ite(g, f, FALSE)
+        if f > g:
+            f, g = g, f
+        key = (f, g)
+        found = self._and_cache.get(key)
+        if found is not None:
+            return found
+        levels, lows, highs = self._level, self._low, self._high
+        f_level, g_level = levels[f], levels[g]
+        if f_level == g_level:
+            low, high, level = self.and_(lows[f], lows[g]), self.and_(highs[f], highs[g]), f_level
+        elif f_level < g_level:
+            low, high, level = self.and_(lows[f], g), self.and_(highs[f], g), f_level
+        else:
+            low, high, level = self.and_(f, lows[g]), self.and_(f, highs[g]), g_level
+        found = low if low == high else self._node(level, low, high)
+        self._and_cache[key] = found
+        return found
 
     def or_(self, f: int, g: int) -> int:
         if f == g or g == FALSE:
@@ -237,7 +232,23 @@ class Guards:
             return g
         if f == TRUE or g == TRUE:
             return TRUE
-        return self.ite(f, TRUE, g) if f < g else self.ite(g, TRUE, f)
+        if f > g:
+            f, g = g, f
+        key = (f, g)
+        found = self._or_cache.get(key)
+        if found is not None:
+            return found
+        levels, lows, highs = self._level, self._low, self._high
+        f_level, g_level = levels[f], levels[g]
+        if f_level == g_level:
+            low, high, level = self.or_(lows[f], lows[g]), self.or_(highs[f], highs[g]), f_level
+        elif f_level < g_level:
+            low, high, level = self.or_(lows[f], g), self.or_(highs[f], g), f_level
+        else:
+            low, high, level = self.or_(f, lows[g]), self.or_(f, highs[g]), g_level
+        found = low if low == high else self._node(level, low, high)
+        self._or_cache[key] = found
+        return found
 
     def feasible(self, f: int, g: int = TRUE) -> bool:
         """Some combination of decisions satisfies ``f`` (and ``g``): every assignment of the
@@ -249,12 +260,11 @@ class Guards:
         key = (f, g) if f < g else (g, f)
         found = self._meets.get(key)
         if found is None:
-            conjunction = self._ite_cache.get((key[0], key[1], FALSE))
+            conjunction = self._and_cache.get(key)
             if conjunction is not None:
                 found = conjunction != FALSE
             else:
                 # A walk down both graphs to the first shared satisfying path: no node is built.
-                self.operations += 1
                 levels = self._level
                 f_level, g_level = levels[f], levels[g]
                 if f_level == g_level:
@@ -286,7 +296,6 @@ class Guards:
             return TRUE  # a node of a reduced BDD is satisfiable, and nothing below it is kept
         found = cache.get(f)
         if found is None:
-            self.operations += 1
             low = self._exists_in(self._low[f], keep, deepest, cache)
             high = self._exists_in(self._high[f], keep, deepest, cache)
             found = self._node(level, low, high) if level in keep else self.or_(low, high)
@@ -425,6 +434,12 @@ class Guards:
             (self._decision_index.get(key), option)
             for key, option in (self._equality_implies[d] for d in held if d in self._equality_implies)
         }
+        implied.update(
+            (self._decision_index.get(key), option)
+            for key, option in (
+                self._implies[d] for d, a in clause.items() if d in self._implies and len(a) == 1
+            )
+        )
         return {
             d: a
             for d, a in clause.items()
