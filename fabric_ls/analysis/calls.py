@@ -37,6 +37,7 @@ from fabric_ls.analysis.value_ops import (
     _lightning_base,
     _params_of,
     _short,
+    mapping_keys,
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
@@ -55,6 +56,7 @@ from fabric_ls.analysis.values import (
     Params,
     Seq,
     SetupModule,
+    Subcommands,
     Unknown,
     Value,
 )
@@ -67,6 +69,17 @@ _MOVES = frozenset({"to", "cuda", "xpu", "mps", "to_device"})
 
 def _meta_at_empty_init(strategy: Any) -> bool:
     return creates_meta_at_empty_init(strategy.class_name)
+
+
+def _holds_wrapper(choice: Choice, depth: int) -> bool:
+    """Some option of ``choice`` (of its nested choices too) is a wrapper Fabric made: without one,
+    no path can see one, and the guards need not be asked."""
+    for option in choice.options:
+        if isinstance(option, (SetupModule, ModelOutput)):
+            return True
+        if isinstance(option, Choice) and depth < 6 and _holds_wrapper(option, depth + 1):
+            return True
+    return False
 
 
 class CallsMixin(RunState):
@@ -115,15 +128,26 @@ class CallsMixin(RunState):
                 # read plain objects), so the statement runs once per object (_exec_statement).
                 receiver = self._concrete(receiver)
             return self._method_call(receiver, func.attr, node, frame)
-        callee = self._eval(func, frame)
-        if isinstance(callee, Choice):
-            if self._wrappers(callee):
-                try:
-                    return self._dispatch(callee, lambda leaf: self._call_value(leaf, node, frame))
-                except _CannotMerge:
-                    pass
-            callee = self._concrete(callee)
-        return self._call_value(callee, node, frame)
+        return self._call_value(self._eval(func, frame), node, frame)
+
+    def _call_choice(self, callee: Choice, node: ast.Call, frame: Frame) -> Value:
+        """A call of one of several values: of several wrappers Fabric made, or of several functions
+        or classes (a dispatch table's entry, ``args.func`` of a sub-command), each is called under
+        its guard and the results are joined (the run forks where they cannot be)."""
+        if self._wrappers(callee) or self._callables(callee):
+            try:
+                return self._dispatch(callee, lambda leaf: self._call_value(leaf, node, frame))
+            except _CannotMerge:
+                pass
+        return self._call_value(self._concrete(callee), node, frame)
+
+    def _callables(self, value: Choice) -> bool:
+        """Several functions or classes on this path (a missing table entry may stand beside them)."""
+        leaves = [leaf for _, leaf in self._leaves(value, TRUE, 0)]
+        callable_leaves = [leaf for leaf in leaves if isinstance(leaf, (FunctionRef, ClassRef, BoundMethod))]
+        return len(callable_leaves) > 1 and all(
+            isinstance(leaf, (FunctionRef, ClassRef, BoundMethod, Unknown)) for leaf in leaves
+        )
 
     def _model_inputs(self, model: SetupModule, node: ast.Call, frame: Frame) -> None:
         """Evaluate a set-up model's call arguments; batches of a loader never set up reach it as a
@@ -136,7 +160,7 @@ class CallsMixin(RunState):
 
     def _wrappers(self, value: Value) -> bool:
         """One of several wrappers Fabric made (set-up models, their outputs): each is used the same way."""
-        if not isinstance(value, Choice):
+        if not isinstance(value, Choice) or not _holds_wrapper(value, 0):
             return False
         leaves = self._leaves(value, TRUE, 0)
         return 1 < len(leaves) and all(isinstance(leaf, (SetupModule, ModelOutput)) for _, leaf in leaves)
@@ -188,6 +212,8 @@ class CallsMixin(RunState):
             return self._call_value(callee, node, frame)
         if isinstance(receiver, ArgParser):
             return self._argparse_call(receiver, attr, node, frame)
+        if isinstance(receiver, Subcommands):
+            return self._subcommand_call(receiver, attr, node, frame)
         if isinstance(receiver, ModelOutput):
             if attr in ("detach", "item", "tolist", "numpy", "detach_"):
                 self._eval_args(node, frame)
@@ -222,8 +248,16 @@ class CallsMixin(RunState):
             return Const(None)
         if isinstance(receiver, Mapping) and attr in MAPPING_MUTATORS:
             return self._mapping_update(receiver, attr, node, frame)
+        if isinstance(receiver, Mapping) and attr == "keys" and not node.args and not node.keywords:
+            keys = mapping_keys(receiver)
+            if keys is not None:
+                return keys
         if isinstance(receiver, Mapping) and attr == "get":
             args, _, _ = self._eval_args(node, frame)
+            missing = args[1] if len(args) > 1 else Const(None)
+            table = self._table_lookup(receiver, args[0], missing) if args else None
+            if table is not None:
+                return table
             if args and isinstance(args[0], Const):
                 try:
                     found = receiver.items.get(args[0].value)
@@ -264,6 +298,8 @@ class CallsMixin(RunState):
         return Const(None)
 
     def _call_value(self, callee: Value, node: ast.Call, frame: Frame) -> Value:
+        if isinstance(callee, Choice):
+            return self._call_choice(callee, node, frame)
         if isinstance(callee, BoundMethod):
             args, keywords, opaque = self._eval_args(node, frame)
             args = [callee.receiver, *args]
@@ -433,11 +469,17 @@ class CallsMixin(RunState):
         defaults = arguments.defaults
         first_default = len(positional) - len(defaults)
         module_frame = Frame(frame.module)
+        # ``@click.option(...)``: click passes what the decorators say, called with no arguments.
+        from_command_line = (
+            self._command_line_options(node, module_frame) if getattr(node, "decorator_list", None) else {}
+        )
         for index, param in enumerate(positional):
             if index < len(args):
                 frame.bind(param.arg, args[index])
             elif param.arg in keywords:
                 frame.bind(param.arg, keywords[param.arg])
+            elif param.arg in from_command_line:
+                frame.bind(param.arg, from_command_line[param.arg])
             elif index >= first_default:
                 default = self._eval(defaults[index - first_default], module_frame)
                 frame.bind(
@@ -451,6 +493,8 @@ class CallsMixin(RunState):
         for param, default_node in zip(arguments.kwonlyargs, arguments.kw_defaults):
             if param.arg in keywords:
                 frame.bind(param.arg, keywords[param.arg])
+            elif param.arg in from_command_line:
+                frame.bind(param.arg, from_command_line[param.arg])
             elif default_node is not None:
                 default = self._eval(default_node, module_frame)
                 frame.bind(

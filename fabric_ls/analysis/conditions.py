@@ -40,8 +40,10 @@ from fabric_ls.analysis.values import (
     Mapping,
     Merged,
     ModuleRef,
+    Namespace,
     Obj,
     Seq,
+    Subcommands,
     Unknown,
     Value,
 )
@@ -92,6 +94,10 @@ _CANDIDATE_TYPES = (
     ast.Nonlocal,
     ast.Raise,
 )
+
+
+# Calls that change what ``parse_args()`` gives: made on one side of a branch only, they matter.
+_PARSER_CHANGES = frozenset({"add_argument", "set_defaults", "add_subparsers", "add_parser"})
 
 
 def _relevance_candidates(node: ast.AST) -> tuple[ast.AST, ...]:
@@ -156,8 +162,8 @@ class ConditionsMixin(RunState):
                     return True
                 if (
                     isinstance(func, ast.Attribute)
-                    and func.attr == "add_argument"
-                    and isinstance(self._peek(func.value, frame), ArgParser)
+                    and func.attr in _PARSER_CHANGES
+                    and isinstance(self._peek(func.value, frame), (ArgParser, Subcommands))
                 ):
                     # An option added on one side only: what ``args.<dest>`` is depends on the side.
                     return True
@@ -165,7 +171,7 @@ class ConditionsMixin(RunState):
                     isinstance(func, ast.Name)
                     and func.id == "setattr"
                     and child.args
-                    and isinstance(self._root_value(child.args[0], frame), Obj)
+                    and isinstance(self._root_value(child.args[0], frame), (Obj, Namespace))
                 ):
                     return True  # ``setattr(cfg, "strategy", ...)``, as ``cfg.strategy = ...``
                 if (
@@ -175,25 +181,10 @@ class ConditionsMixin(RunState):
                 ):
                     return True
                 callee = self._peek(func, frame)
-                if isinstance(callee, BoundMethod):
-                    callee = callee.function
-                if isinstance(callee, ClassRef):
-                    if _lightning_base(callee) is not None:
+                # One of several functions (a dispatch table's entry): any of them may matter.
+                for one in callee.options if isinstance(callee, Choice) else (callee,):
+                    if self._callee_relevant(one, frame, seen, returns_count):
                         return True
-                    init = _class_method(callee, "__init__")
-                    if init is not None and id(init.node) not in seen:
-                        seen.add(id(init.node))
-                        if self._compute_relevance(init.node, frame, seen, returns_count=False):
-                            return True
-                    continue
-                if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
-                    seen.add(id(callee.node))
-                    if self._compute_relevance(callee.node, frame, seen, returns_count):
-                        return True
-                if isinstance(callee, External) and (
-                    callee.qualname in FABRIC_CLASSES or callee.qualname.endswith("Strategy")
-                ):
-                    return True
             elif isinstance(child, ast.Name):
                 current = frame.lookup(child.id)
                 if current is not None and _tracked(current):
@@ -206,7 +197,7 @@ class ConditionsMixin(RunState):
                     return True
                 # ``cfg.strategy = "deepspeed"`` on an object the script made: the call it is passed
                 # to may read it (``make_fabric(cfg)`` in a helper module), whatever the attribute.
-                if isinstance(self._root_value(child.value, frame), (Obj, Mapping)):
+                if isinstance(self._root_value(child.value, frame), (Obj, Mapping, Namespace)):
                     return True
             elif isinstance(child, ast.Subscript):
                 # ``config["strategy"] = ...`` on a dict a Fabric call reads (``Fabric(**config)``).
@@ -225,6 +216,26 @@ class ConditionsMixin(RunState):
                 # A branch that ends the program decides which paths reach the Fabric calls after it.
                 return True
         return False
+
+    def _callee_relevant(
+        self, callee: Optional[Value], frame: Frame, seen: set[int], returns_count: bool
+    ) -> bool:
+        if isinstance(callee, BoundMethod):
+            callee = callee.function
+        if isinstance(callee, ClassRef):
+            if _lightning_base(callee) is not None:
+                return True
+            init = _class_method(callee, "__init__")
+            if init is not None and id(init.node) not in seen:
+                seen.add(id(init.node))
+                return self._compute_relevance(init.node, frame, seen, returns_count=False)
+            return False
+        if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
+            seen.add(id(callee.node))
+            return self._compute_relevance(callee.node, frame, seen, returns_count)
+        return isinstance(callee, External) and (
+            callee.qualname in FABRIC_CLASSES or callee.qualname.endswith("Strategy")
+        )
 
     def _root_value(self, node: ast.AST, frame: Frame) -> Optional[Value]:
         """What the name an attribute or item chain starts from holds now (``config`` of
@@ -394,7 +405,18 @@ class ConditionsMixin(RunState):
     def _value_variable(self, leaf: Unknown) -> int:
         """The truth of an unknown value that has an identity: one decision wherever it is tested."""
         text = _short(leaf.text or "value", 60)
-        decision = self.guards.decision(DecisionInfo(f"truth:{leaf.key}", (f"`{text}`", f"not `{text}`")))
+        given = leaf.key.rsplit(":", 1)[0] if leaf.key.endswith((":given", ":other")) else None
+        if given is None:
+            decision = self.guards.decision(DecisionInfo(f"truth:{leaf.key}", (f"`{text}`", f"not `{text}`")))
+            return self.guards.option(decision, 0)
+        # The value a flag or a parameter is given instead of its default: "`--zero` given a true
+        # value" says both (the default's decision goes unsaid beside it).
+        decision = self.guards.decision(
+            DecisionInfo(
+                f"truth:{leaf.key}", (f"`{text}` given a true value", f"`{text}` given a false value")
+            )
+        )
+        self.guards.implies(decision, (given, 1))
         return self.guards.option(decision, 0)
 
     def _truth(self, value: Value, node: ast.AST, frame: Frame, fork: bool = True) -> Optional[bool]:

@@ -11,7 +11,7 @@ each undoing at its end what it wrote to them (every command runs in a process o
 A finding's guard is the union of the guards it fires under in every run. It is
 an error when that guard covers every combination of decisions the runs explored,
 leaving out the paths where the script itself stops (its own ``raise``/``sys.exit``)
-without firing it. The budget counts steps and runs, never time: the same input
+before reaching the call. The budget counts steps and runs, never time: the same input
 gives the same answer on any machine, under any load.
 """
 
@@ -28,7 +28,7 @@ from fabric_ls.analysis.join import StopRun
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.run import Run
 from fabric_ls.analysis.source import ParsedSource
-from fabric_ls.analysis.state import Checker, Decisions, ModuleEnv, Observed, SharedAcrossRuns
+from fabric_ls.analysis.state import Checker, Decisions, ExitPoint, ModuleEnv, Observed, SharedAcrossRuns
 from fabric_ls.analysis.value_ops import entry_functions
 from fabric_ls.analysis.values import ClassRef, FunctionRef
 from fabric_ls.model import Span
@@ -44,7 +44,7 @@ class RunRecord:
     root: int
     observed: list[Observed]
     fabric_records: list[tuple[FabricState, int]]
-    exit_guards: list[int]
+    exit_guards: list[ExitPoint]
     # The combinations of decisions this run stands for (where it ended).
     final_guard: int
     # False when the step budget cut it short: its region is not known to be covered.
@@ -57,10 +57,9 @@ class RunRecord:
 
 @dataclass
 class RootSummary:
-    """What the runs of one root covered, and where the script stops by itself."""
+    """What the runs of one root covered (where they ended, or where the script stopped by itself)."""
 
     covered: int = FALSE
-    exits: int = FALSE
 
 
 @dataclass
@@ -136,7 +135,7 @@ def _explore_root(
                 run.run_function(_function_ref(run, function), None)
         except StopRun:
             if run.exited:
-                run.exit_guards.append(run.guard)
+                run.exit_guards.append((run.guard, run.steps))
             else:
                 completed = False
                 result.incomplete = True
@@ -156,8 +155,7 @@ def _explore_root(
         result.runs.append(record)
         if completed:
             summary.covered = guards.or_(summary.covered, run.guard)
-        for exit_guard in run.exit_guards:
-            summary.exits = guards.or_(summary.exits, exit_guard)
+        for exit_guard, _ in run.exit_guards:
             summary.covered = guards.or_(summary.covered, exit_guard)
         for position in range(len(prefix), len(decisions.taken)):
             taken = decisions.taken[position]
@@ -217,10 +215,10 @@ def merge_findings(
             fires = guards.any_of([guard for guard, _ in fired])
             members.extend(observed for _, observed in fired)
             covered_all = summary.covered == TRUE
-            # Paths the script ends by itself without firing, and paths no run took, do not count.
-            dont_care = guards.or_(
-                guards.and_(summary.exits, guards.not_(fires)), guards.not_(summary.covered)
-            )
+            # Paths the script ends by itself before the call without firing, and paths no run
+            # took, do not count.
+            stops = _stops_before(exploration, root, {id(observed.event.node) for _, observed in fired})
+            dont_care = guards.or_(guards.and_(stops, guards.not_(fires)), guards.not_(summary.covered))
             condition = guards.describe(fires, dont_care)
             if condition == "never":
                 continue
@@ -238,6 +236,24 @@ def merge_findings(
                 strategies.append(label)
         merged.append(MergedFinding(rule, first.verdict[1], first.event, strategies, best[1], best[0]))
     return merged
+
+
+def _stops_before(exploration: Exploration, root: int, calls: set[int]) -> int:
+    """The paths of ``root`` on which the script ends by itself (its own ``raise``/``sys.exit``)
+    before it could reach one of ``calls``: an end the call comes after in the program's order
+    (some path of that run reaches the call later), or an end in a run that never reaches it.
+    ``sys.exit(main())`` ends every path after ``main`` made its calls: it excuses none of them."""
+    guards = exploration.guards
+    stops = FALSE
+    for run in exploration.runs:
+        if run.root != root or not run.exit_guards:
+            continue
+        reached = [observed.at for observed in run.observed if id(observed.event.node) in calls]
+        last = max(reached, default=None)
+        for guard, at in run.exit_guards:
+            if last is None or at < last:
+                stops = guards.or_(stops, guard)
+    return stops
 
 
 def site_conditions(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable, Optional
 
+from fabric_ls.analysis.command_line import namespace_value
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     _BUILTINS,
@@ -19,13 +20,11 @@ from fabric_ls.analysis.value_ops import (
     _class_method,
     _collect_params,
     _literal_seq,
-    _option_value,
     _same_choice,
     _short,
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
-    ArgOption,
     BoundMethod,
     Choice,
     ClassRef,
@@ -104,19 +103,7 @@ class ExpressionsMixin(RunState):
             value = owner.module.globals.get(attr)
             return value if value is not None else Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Namespace):
-            option = owner.parser.options.get(attr)
-            if isinstance(option, Merged):
-                # Added on some paths only (``if ...: parser.add_argument(...)``): per path.
-                values = tuple(
-                    _option_value(o)
-                    if isinstance(o, ArgOption)
-                    else Unknown(text=frame.module.parsed.segment(node))
-                    for o in option.options
-                )
-                return Merged(option.key, values, option.descriptions, guards=option.guards)
-            if not isinstance(option, ArgOption):
-                return Unknown(text=frame.module.parsed.segment(node))
-            return _option_value(option)
+            return self._on_this_path(self._parsed_value(owner, attr, frame.module.parsed.segment(node)))
         if isinstance(owner, StrategyAttr):
             strategy = owner.strategy
             if (
@@ -181,7 +168,12 @@ class ExpressionsMixin(RunState):
 
     def _expr_Subscript(self, node: ast.Subscript, frame: Frame) -> Value:
         owner = self._eval(node.value, frame)
-        key = self._concrete(self._eval(node.slice, frame))
+        key = self._eval(node.slice, frame)
+        if isinstance(owner, Mapping):
+            entry = self._table_lookup(owner, key, Unknown(text=frame.module.parsed.segment(node)))
+            if entry is not None:
+                return entry
+        key = self._concrete(key)
         if isinstance(owner, (ModelOutput, LoaderBatch)):
             return owner
         if isinstance(owner, Mapping) and isinstance(key, Const):
@@ -399,16 +391,7 @@ class ExpressionsMixin(RunState):
             return None
         if not all(isinstance(c, (str, int, float, bool, type(None))) for c in constants):
             return None
-        text = _short(left.text or "value", 50)
-        # "the parameter is 'tensor_parallel'" implies "the parameter was given a value".
-        implied = (left.key.rsplit(":", 1)[0], 1) if left.key.endswith((":other", ":given")) else None
-        atoms = [
-            self.guards.equality(
-                left.key, constant, (f"`{text}` is {constant!r}", f"`{text}` is not {constant!r}"), implied
-            )
-            for constant in constants
-        ]
-        holds = self.guards.any_of(atoms)
+        holds = self.guards.any_of([self._equals(left, constant) for constant in constants])
         if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
             holds = self.guards.not_(holds)
         return Merged(
@@ -417,6 +400,56 @@ class ExpressionsMixin(RunState):
             ("", ""),
             guards=(holds, self.guards.not_(holds)),
         )
+
+    def _equals(self, unknown: Unknown, constant: object) -> int:
+        """The guard "``unknown`` equals ``constant``", one literal per constant for every test of it."""
+        text = _short(unknown.text or "value", 50)
+        # "the parameter is 'tensor_parallel'" implies "the parameter was given a value".
+        implied = (unknown.key.rsplit(":", 1)[0], 1) if unknown.key.endswith((":other", ":given")) else None
+        return self.guards.equality(
+            unknown.key, constant, (f"`{text}` is {constant!r}", f"`{text}` is not {constant!r}"), implied
+        )
+
+    def _parsed_value(self, namespace: Namespace, attr: str, text: str) -> Value:
+        """``args.<attr>``: what the parse gave it, or what the script wrote to it since. The parse's
+        value stands for every path (a choice, options per path), so it is kept outside the trail:
+        a write on one side of a branch is joined with it, not with nothing."""
+        value = namespace.read.get(attr)
+        if value is None:
+            value = namespace.read[attr] = namespace_value(namespace.parser, attr, text)
+        return value
+
+    def _on_this_path(self, value: Value) -> Value:
+        """A choice of which only one option holds on this path (``args.strategy`` inside the
+        sub-command that defines it) as that option: what is built from it stays small."""
+        if not isinstance(value, Choice) or isinstance(value, Merged):
+            return value
+        option_guards = self._option_guards(value)
+        feasible = [i for i, guard in enumerate(option_guards) if self.guards.feasible(self.guard, guard)]
+        return value.options[feasible[0]] if len(feasible) == 1 else value
+
+    def _table_lookup(self, table: Mapping, key: Value, missing: Value) -> Optional[Value]:
+        """``COMMANDS[args.command]`` on a table of functions or classes (a dispatch table), the key one
+        of several values (a sub-command, an argparse choice): one entry per value of the key, under
+        the key's own decision, so the call that follows runs each entry joined rather than forking
+        the run. ``missing``: where no entry matches. None where the table is not a dispatch table
+        or the key is not a choice (the caller reads it as before)."""
+        entries = table.items
+        if not isinstance(key, Choice) or not entries:
+            return None
+        if not all(isinstance(v, (FunctionRef, ClassRef, BoundMethod)) for v in entries.values()):
+            return None
+
+        def entry(option: Value) -> Value:
+            found = None
+            if isinstance(option, Const):
+                try:
+                    found = entries.get(option.value)
+                except TypeError:
+                    pass
+            return found if found is not None else missing
+
+        return self._lift(key, entry)
 
     def _compare(self, op: ast.cmpop, left: Value, right: Value) -> Optional[bool]:
         left = self._concrete(left)

@@ -95,7 +95,9 @@ class FabricMixin(RunState):
             callers=tuple(self.call_stack),
         )
         if self.reporting:
-            observed = [Observed(seen, guard, verdict) for guard, seen, verdict in self._checked(event)]
+            observed = [
+                Observed(seen, guard, verdict, self.steps) for guard, seen, verdict in self._checked(event)
+            ]
             self.trail.extend(self.observed, observed)
         return event
 

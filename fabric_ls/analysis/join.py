@@ -267,7 +267,7 @@ def _join(run: RunState, frame: Frame, mark: int, first: Side, second: Side, sta
         _apply_side(run, going)
         _relog(run, first, second)
         if not run.fabric_free_depth:
-            run.trail.extend(run.exit_guards, [ended.guard])
+            run.trail.extend(run.exit_guards, [(ended.guard, run.steps)])
             run.guard = going.guard
         else:
             # Inside a Fabric-free helper a raise is the helper's business: its callers see the rest,
@@ -555,7 +555,7 @@ def _join_pending(run: RunState, pendings: list[PendingReturn], dead: Optional[d
 
 def resume_pending_return(run: RunState, frame: Frame) -> Value:
     """The rest of the function ended the program: go on as the latest earlier ``return`` did."""
-    run.trail.extend(run.exit_guards, [run.guard])
+    run.trail.extend(run.exit_guards, [(run.guard, run.steps)])
     pending = frame.pending_returns.pop()
     changes = run.trail.changes(pending.mark)
     logged = {}

@@ -5,6 +5,16 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from fabric_ls.analysis.command_line import (
+    CLICK_PARAMETERS,
+    TYPER_PARAMETERS,
+    TYRO_CLI,
+    click_parameter,
+    dataclass_fields,
+    is_boolean_switch,
+    literal_choices,
+    option_value,
+)
 from fabric_ls.analysis.join import (
     StopRun,
 )
@@ -19,6 +29,7 @@ from fabric_ls.analysis.value_ops import (
     _collect_params,
     _items,
     _lightning_base,
+    mapping_keys,
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
@@ -29,6 +40,7 @@ from fabric_ls.analysis.values import (
     Const,
     ContextValue,
     External,
+    FunctionRef,
     Mapping,
     Namespace,
     Obj,
@@ -36,6 +48,7 @@ from fabric_ls.analysis.values import (
     SetupModule,
     StrategyAttr,
     StrategyObj,
+    Subcommands,
     Unknown,
     Value,
 )
@@ -54,8 +67,14 @@ class LibraryMixin(RunState):
             args, keywords, _ = self._eval_args(node, frame)
             return self._strategy_object(qualname, keywords, node, frame)
         if qualname in ("argparse.ArgumentParser",):
-            self._eval_args(node, frame)
-            return ArgParser()
+            _, keywords, _ = self._eval_args(node, frame)
+            parser = ArgParser()
+            # ``parents=[common]``: argparse copies their options (and defaults) in.
+            for parent in _items(keywords["parents"]) if isinstance(keywords.get("parents"), Seq) else []:
+                if isinstance(parent, ArgParser):
+                    parser.options.update(parent.options)
+                    parser.defaults.update(parent.defaults)
+            return parser
         if qualname in ("torch.no_grad", "torch.inference_mode", "torch.enable_grad"):
             self._eval_args(node, frame)
             return ContextValue("no_grad" if qualname != "torch.enable_grad" else "other")
@@ -66,6 +85,8 @@ class LibraryMixin(RunState):
                 return ContextValue("meta_device")
             return Obj(node, frame.module.path)
         if qualname in ("sys.exit", "exit", "quit", "os._exit"):
+            # ``sys.exit(main())``: the argument runs first.
+            self._eval_args(node, frame)
             self.exited = True
             raise StopRun()
         if qualname in ("isinstance",):
@@ -76,13 +97,32 @@ class LibraryMixin(RunState):
             if isinstance(copied, Mapping):
                 # ``dict(accelerator="cuda", devices=2)``: a dict with those keys, like the literal.
                 return Mapping({**copied.items, **keywords})
+        if qualname in TYRO_CLI and args:
+            if isinstance(args[0], ClassRef):
+                return self._dataclass_from_command_line(args[0], node, frame)
+            if isinstance(args[0], FunctionRef):
+                # Called with what the command line gives: its defaults unless the flags say otherwise.
+                return self._call_function(args[0], [], {}, entry=True)
+        if qualname in TYPER_PARAMETERS:
+            # ``typer.Option("deepspeed")``: the parameter's default; ``...`` (required) is not one.
+            default = args[0] if args else keywords.get("default")
+            if isinstance(default, Const) and default.value is not Ellipsis:
+                return default
+            return Unknown(text=frame.module.parsed.segment(node))
+        if qualname in ("sorted", "list", "tuple") and len(args) == 1 and not keywords and not opaque:
+            keys = mapping_keys(args[0], sort=qualname == "sorted", is_tuple=qualname == "tuple")
+            if keys is not None:
+                return keys  # ``choices=sorted(COMMANDS)``: the table's keys are the choices
         if qualname in ("os.environ.get", "os.getenv") and len(args) == 2 and not keywords:
             environment = _environment_default(args[0], args[1])
             if environment is not None:
                 return environment
-        if qualname == "setattr" and len(args) == 3 and isinstance(args[0], Obj):
+        if qualname == "setattr" and len(args) == 3 and isinstance(args[0], (Obj, Namespace)):
             if isinstance(args[1], Const) and isinstance(args[1].value, str):
-                self.trail.set_item(args[0].attrs, args[1].value, args[2], args[0])
+                if isinstance(args[0], Namespace):
+                    self._parsed_value(args[0], args[1].value, args[1].value)
+                place = args[0].attrs if isinstance(args[0], Obj) else args[0].read
+                self.trail.set_item(place, args[1].value, args[2], args[0])
                 return Const(None)
         if qualname in ("torch.compile",) and args and isinstance(args[0], (Obj, SetupModule, Choice)):
             # The compiled module is the module for Fabric: setup unwraps it (_unwrap_compiled).
@@ -166,7 +206,89 @@ class LibraryMixin(RunState):
             return Seq([namespace, UNKNOWN], is_tuple=True) if attr == "parse_known_args" else namespace
         if attr in ("add_argument_group", "add_mutually_exclusive_group"):
             return parser
+        if attr == "set_defaults":
+            for dest, value in keywords.items():
+                self.trail.set_item(parser.defaults, dest, value, parser)
+            return Const(None)
+        if attr == "add_subparsers":
+            dest = keywords.get("dest")
+            subcommands = Subcommands(node, dest.value if isinstance(dest, Const) else None)
+            self.trail.set_attr(parser, "subcommands", subcommands)
+            return subcommands
         return UNKNOWN
+
+    def _command_line_options(self, function: ast.AST, module_frame: Frame) -> dict[str, Value]:
+        """What click passes a function's parameters (its ``@click.option``/``@click.argument``
+        decorators), by parameter name: the default unless the flag is given, as an argparse option."""
+        found: dict[str, Value] = {}
+        for decorator in getattr(function, "decorator_list", ()):
+            # By name first: evaluating another decorator's callee could run a property of the script.
+            if not (isinstance(decorator, ast.Call) and _names_click_parameter(decorator.func)):
+                continue
+            callee = self._eval(decorator.func, module_frame)
+            if not (isinstance(callee, External) and callee.qualname in CLICK_PARAMETERS):
+                continue
+            declarations = [
+                a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ]
+            is_argument = callee.qualname == "click.argument"
+            named = click_parameter(declarations, is_argument)
+            if named is None:
+                continue
+            name, flag = named
+            given = {k.arg: k.value for k in decorator.keywords if k.arg}
+            flag_like = is_boolean_switch(declarations) or _is_true(given.get("is_flag"))
+            if "default" in given:
+                default = self._eval(given["default"], module_frame)
+            elif flag_like:
+                default = Const(False)
+            elif is_argument or _is_true(given.get("required")):
+                default = Unknown(text=flag)  # a value the command line must give
+            else:
+                default = Const(None)
+            found[name] = option_value(ArgOption(name, flag, default, self._click_choices(given), decorator))
+        return found
+
+    def _dataclass_from_command_line(self, cls: ClassRef, node: ast.Call, frame: Frame) -> Value:
+        """``tyro.cli(Config)``: an instance whose fields are options (``--num-nodes`` for ``num_nodes``),
+        each its default unless the flag is given; a ``Literal[...]`` annotation lists the choices."""
+        instance = Obj(node, frame.module.path, cls=cls)
+        class_frame = Frame(cls.module)
+        for field in dataclass_fields(cls):
+            if field.value is None:
+                continue
+            default = self._eval(field.value, class_frame)
+            if not isinstance(default, Const):
+                continue
+            name = field.target.id  # type: ignore[union-attr]
+            flag = "--" + name.replace("_", "-")
+            option = ArgOption(name, flag, default, literal_choices(field.annotation), field)
+            instance.attrs[name] = option_value(option)
+        return instance
+
+    def _click_choices(self, given: dict[str, ast.expr]) -> Optional[tuple[Value, ...]]:
+        """``type=click.Choice(["ddp", "fsdp"])``: the values the option takes."""
+        kind = given.get("type")
+        if not (isinstance(kind, ast.Call) and kind.args):
+            return None
+        if not (isinstance(kind.func, ast.Attribute) and kind.func.attr == "Choice") and not (
+            isinstance(kind.func, ast.Name) and kind.func.id == "Choice"
+        ):
+            return None
+        values = [item for item in getattr(kind.args[0], "elts", [])]
+        if not values or not all(isinstance(v, ast.Constant) for v in values):
+            return None
+        return tuple(Const(v.value) for v in values)  # type: ignore[attr-defined]
+
+    def _subcommand_call(self, subcommands: Subcommands, attr: str, node: ast.Call, frame: Frame) -> Value:
+        """``commands.add_parser("train")``: the parser of one sub-command."""
+        args, _, _ = self._eval_args(node, frame)
+        name = self._concrete(args[0]) if args else None
+        if attr != "add_parser" or not (isinstance(name, Const) and isinstance(name.value, str)):
+            return UNKNOWN
+        parser = ArgParser()
+        self.trail.set_item(subcommands.parsers, name.value, parser, subcommands)
+        return parser
 
 
 def _environment_default(name: Value, default: Value) -> Optional[Value]:
@@ -184,3 +306,13 @@ def _environment_default(name: Value, default: Value) -> Optional[Value]:
             f"`{variable}` set in the environment",
         ),
     )
+
+
+def _is_true(node: Optional[ast.expr]) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _names_click_parameter(func: ast.expr) -> bool:
+    """``click.option``, ``option`` (imported from click), ``click.argument``, ``argument``."""
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in ("option", "argument")

@@ -16,6 +16,7 @@ calls, library, fabric_calls, fabric_strategies); ``Run`` holds the state they s
 from __future__ import annotations
 
 import ast
+import os
 from typing import Optional
 
 from fabric_ls.analysis.calls import CallsMixin
@@ -39,6 +40,7 @@ from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.state import (
     Checker,
     Decisions,
+    ExitPoint,
     Frame,
     ModuleEnv,
     Observed,
@@ -51,6 +53,7 @@ from fabric_ls.analysis.value_ops import (
     _looks_like_fabric_param,
 )
 from fabric_ls.analysis.values import (
+    Const,
     ContextValue,
     FabricObj,
     FunctionRef,
@@ -105,7 +108,7 @@ class Run(
         # Logs: only grow; both sides of a branch keep what they added.
         self.observed: list[Observed] = []
         self.fabric_records: list[tuple[FabricState, int]] = []
-        self.exit_guards: list[int] = []
+        self.exit_guards: list[ExitPoint] = []
         self.assumed_strategy = assumed_strategy
         self.force_strategy = force_strategy
         # The run ended at the script's own ``raise``/``sys.exit``: a path the author rules out.
@@ -133,14 +136,22 @@ class Run(
         self._exec_module(self.main_env)
 
     def define_module(self) -> None:
-        """Run the module's top level for its definitions only: no forks, no reports."""
+        """Run the module's top level for its definitions only: no forks, no reports.
+
+        As a module that something else imports runs it (the entry functions are called from
+        outside): ``__name__`` is the module's name, so ``if __name__ == "__main__":`` is not run
+        (the run of the module itself runs it)."""
         saved_decisions, saved_reporting = self.decisions, self.reporting
         self.decisions, self.reporting = _NoForks(), False
+        globals_ = self.main_env.globals
+        saved_name = globals_["__name__"]
+        globals_["__name__"] = Const(os.path.splitext(os.path.basename(self.main.path))[0])
         try:
             self._exec_module(self.main_env)
         except StopRun:
             pass
         finally:
+            globals_["__name__"] = saved_name
             self.decisions, self.reporting = saved_decisions, saved_reporting
             self.executed_functions.clear()
             self.exited = False

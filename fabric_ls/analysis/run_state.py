@@ -19,9 +19,27 @@ if TYPE_CHECKING:
     from fabric_ls.analysis.project import Project
     from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
     from fabric_ls.analysis.source import ParsedSource
-    from fabric_ls.analysis.state import Checker, Decisions, Frame, ModuleEnv, Observed, SharedAcrossRuns
+    from fabric_ls.analysis.state import (
+        Checker,
+        Decisions,
+        ExitPoint,
+        Frame,
+        ModuleEnv,
+        Observed,
+        SharedAcrossRuns,
+    )
     from fabric_ls.analysis.trail import Trail
-    from fabric_ls.analysis.values import ArgParser, Choice, ContextValue, FabricObj, FunctionRef, Value
+    from fabric_ls.analysis.values import (
+        ArgParser,
+        Choice,
+        ContextValue,
+        FabricObj,
+        FunctionRef,
+        Mapping,
+        Namespace,
+        Subcommands,
+        Value,
+    )
 
 
 class RunState:
@@ -45,7 +63,7 @@ class RunState:
     loop_exits: list[list[PendingReturn]]
     observed: list[Observed]
     fabric_records: list[tuple[FabricState, int]]
-    exit_guards: list[int]
+    exit_guards: list[ExitPoint]
     assumed_strategy: Optional[str]
     force_strategy: bool
     exited: bool
@@ -94,6 +112,8 @@ class RunState:
         # conditions.py
         def _concrete(self, value: Value) -> Value: ...
         # conditions.py
+        def _option_guards(self, choice: Choice) -> list[int]: ...
+        # conditions.py
         def _fork(self, key: str, option_guards: list[int], whole_run: bool = False) -> int: ...
         # conditions.py
         def _leaves(self, value: Value, guard: int, depth: int) -> list[tuple[int, Value]]: ...
@@ -111,6 +131,10 @@ class RunState:
         def _eval(self, node: Optional[ast.AST], frame: Frame) -> Value: ...
         # expressions.py
         def _lift(self, choice: Choice, function: Callable[[Value], Value]) -> Choice: ...
+        # expressions.py
+        def _parsed_value(self, namespace: Namespace, attr: str, text: str) -> Value: ...
+        # expressions.py
+        def _table_lookup(self, table: Mapping, key: Value, missing: Value) -> Optional[Value]: ...
         # fabric_calls.py
         def _dispatch_fabric_call(
             self,
@@ -167,6 +191,12 @@ class RunState:
         ) -> Value: ...
         # library.py
         def _argparse_call(self, parser: ArgParser, attr: str, node: ast.Call, frame: Frame) -> Value: ...
+        # library.py
+        def _command_line_options(self, function: ast.AST, module_frame: Frame) -> dict[str, Value]: ...
+        # library.py
+        def _subcommand_call(
+            self, subcommands: Subcommands, attr: str, node: ast.Call, frame: Frame
+        ) -> Value: ...
         # library.py
         def _external_call(self, qualname: str, node: ast.Call, frame: Frame) -> Value: ...
         # run.py

@@ -158,6 +158,13 @@ class Observed:
     event: CallEvent
     guard: int
     verdict: Optional[tuple[str, Any]]
+    # The run's step count when it was seen: what the run did before it, in the program's order.
+    at: int = 0
+
+
+# Where the script ended by itself (its own ``raise``/``sys.exit``): the paths, and the run's step
+# count there.
+ExitPoint = tuple[int, int]
 
 
 _COMPARE: dict[type, Callable[[Any, Any], Any]] = {

@@ -283,6 +283,12 @@ class StatementsMixin(RunState):
     _stmt_AsyncWith = _stmt_With
 
     def _stmt_Try(self, node: ast.Try, frame: Frame) -> None:
+        if node.handlers and all(_interrupt_only(handler) for handler in node.handlers):
+            # ``except KeyboardInterrupt:`` catches no raise or ``sys.exit`` of the script's own.
+            self._exec_block(node.body, frame)
+            self._exec_block(node.orelse, frame)
+            self._exec_block(node.finalbody, frame)
+            return
         self.try_depth += 1
         completed = False
         try:
@@ -341,7 +347,9 @@ class StatementsMixin(RunState):
             if isinstance(owner, Obj):
                 self.trail.set_item(owner.attrs, target.attr, value, owner)
             elif isinstance(owner, Namespace):
-                pass
+                # ``args.strategy = "deepspeed"``: what later reads of it see.
+                self._parsed_value(owner, target.attr, target.attr)
+                self.trail.set_item(owner.read, target.attr, value, owner)
         elif isinstance(target, ast.Subscript):
             owner = self._eval(target.value, frame)
             key = self._eval(target.slice, frame)
@@ -350,3 +358,14 @@ class StatementsMixin(RunState):
                     self.trail.set_item(owner.items, key.value, value, owner)
                 except TypeError:
                     pass
+
+
+def _interrupt_only(handler: ast.ExceptHandler) -> bool:
+    """``except KeyboardInterrupt:`` (also as ``builtins.KeyboardInterrupt``)."""
+    caught = handler.type
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return bool(names) and all(
+        (isinstance(name, ast.Name) and name.id == "KeyboardInterrupt")
+        or (isinstance(name, ast.Attribute) and name.attr == "KeyboardInterrupt")
+        for name in names
+    )

@@ -19,7 +19,6 @@ from fabric_ls.analysis.state import (
 from fabric_ls.analysis.strategies import STRATEGY_CLASSES
 from fabric_ls.analysis.values import (
     UNKNOWN,
-    ArgOption,
     Choice,
     ClassRef,
     Const,
@@ -172,38 +171,19 @@ def _collect_params(value: Value, depth: int = 0) -> list[Params]:
     return []
 
 
-def _option_value(option: ArgOption) -> Value:
-    """``args.<dest>``: the default unless the user passes the flag; choices when listed."""
-    default = option.default
-    key = f"argparse:{id(option.node)}"
-    if option.choices:
-        ordered = list(option.choices)
-        if isinstance(default, Const):
-            ordered.sort(key=lambda c: 0 if isinstance(c, Const) and c.value == default.value else 1)
-        descriptions = []
-        texts = []
-        for choice in ordered:
-            shown = repr(choice.value) if isinstance(choice, Const) else "?"
-            is_default = (
-                isinstance(default, Const) and isinstance(choice, Const) and choice.value == default.value
-            )
-            suffix = " (the default)" if is_default else ""
-            descriptions.append(f"`{option.flag}` is {shown}{suffix}")
-            texts.append(f"{shown}{suffix}")
-        return Choice(key, tuple(ordered), tuple(descriptions), f"`{option.flag}`", tuple(texts))
-    if isinstance(default, Const):
-        # A boolean flag given on the command line is its opposite (``store_true``).
-        given: Value = (
-            Const(not default.value)
-            if isinstance(default.value, bool)
-            else Unknown(text=option.flag, key=f"{key}:given")
-        )
-        return Choice(
-            key,
-            (default, given),
-            (f"`{option.flag}` left at its default {default.value!r}", f"`{option.flag}` given"),
-        )
-    return Unknown(text=option.flag)
+def mapping_keys(value: Value, sort: bool = False, is_tuple: bool = False) -> Optional[Seq]:
+    """``list(table)``, ``sorted(table)``, ``table.keys()`` of a dict whose keys are all known
+    strings or numbers (of one kind, when sorted); None otherwise."""
+    if not isinstance(value, Mapping):
+        return None
+    keys = list(value.items)
+    if not all(isinstance(key, (str, int, float)) and not isinstance(key, bool) for key in keys):
+        return None
+    if sort:
+        if not (all(isinstance(key, str) for key in keys) or not any(isinstance(key, str) for key in keys)):
+            return None
+        keys.sort()
+    return Seq([Const(key) for key in keys], is_tuple=is_tuple)
 
 
 def _class_method(cls: Optional[ClassRef], name: str, depth: int = 0) -> Optional[FunctionRef]:

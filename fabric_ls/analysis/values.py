@@ -260,9 +260,23 @@ class ModuleRef(Value):
 
 @dataclass(eq=False)
 class ArgParser(Value):
-    """An ``argparse.ArgumentParser`` and the options added so far."""
+    """An ``argparse.ArgumentParser`` (or one sub-command's parser) and the options added so far."""
 
     options: dict[str, "ArgOption"] = field(default_factory=dict)
+    uid: int = field(default_factory=lambda: next(_ids))
+    # ``set_defaults(func=train)``: attributes of the namespace no option gives.
+    defaults: dict[str, Value] = field(default_factory=dict)
+    # ``add_subparsers()``: the sub-commands, one of which each command line runs.
+    subcommands: Optional["Subcommands"] = None
+
+
+@dataclass(eq=False)
+class Subcommands(Value):
+    """What ``parser.add_subparsers(dest=...)`` returns: a parser per sub-command (``add_parser``)."""
+
+    node: ast.AST
+    dest: Optional[str] = None
+    parsers: dict[str, ArgParser] = field(default_factory=dict)
     uid: int = field(default_factory=lambda: next(_ids))
 
 
@@ -280,3 +294,6 @@ class Namespace(Value):
     """``parser.parse_args()``."""
 
     parser: ArgParser
+    # ``args.<attr>`` once read (what one attribute is does not change after the parse).
+    read: dict[str, Value] = field(default_factory=dict)
+    uid: int = field(default_factory=lambda: next(_ids))

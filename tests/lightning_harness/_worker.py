@@ -109,7 +109,7 @@ def _run_script(case: dict[str, Any], lightning_dirs: list[str], snapshot: Any) 
         os.dup2(err_file.fileno(), 2)
     saved_argv, saved_path, saved_cwd = sys.argv[:], sys.path[:], os.getcwd()
     # As `python train.py` would: the script's directory first on sys.path, and it is the working directory.
-    sys.argv = [script_path]
+    sys.argv = [script_path, *case.get("argv", [])]
     sys.path.insert(0, script_dir)
     os.chdir(script_dir)
 

@@ -34,6 +34,7 @@ class Script:
         env: Extra environment variables for this script only (applied on top of the batch's ``env``).
         timeout: Seconds this script may run; ``None`` uses the batch's ``timeout``.
         interactive: Run it in an interactive session (a notebook kernel): Lightning's ``_IS_INTERACTIVE``.
+        argv: The command-line arguments after the script's name (``("train",)``: ``python train.py train``).
         cuda_bad_fork: Run it in a process forked from a parent that had initialised CUDA (torch's
             ``torch.cuda._is_in_bad_fork()`` is true), as each child of a fork launch is then.
     """
@@ -43,6 +44,7 @@ class Script:
     timeout: float | None = None
     interactive: bool = False
     cuda_bad_fork: bool = False
+    argv: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ def _run_in_workers(
                     "timeout": case_timeout,
                     "interactive": case.interactive,
                     "cuda_bad_fork": case.cuda_bad_fork,
+                    "argv": list(case.argv),
                 }
             )
         results_path = job_dir / "results.jsonl"

@@ -1,0 +1,177 @@
+"""Sub-commands: the command line picks one function, through a table, ``set_defaults(func=...)`` or
+``add_subparsers(dest=...)``, and ``sys.exit(main())`` runs it.
+
+Each shape below runs ``cmd_train`` for ``python train.py train`` and ``cmd_eval`` for ``eval``;
+``cmd_train`` sets up the model and the optimizer apart under the ``--strategy`` default
+``deepspeed``, which Lightning refuses (FAB001). These shapes used to get nothing: ``sys.exit(main())``
+never ran ``main``, a table entry picked by the command was unknown, and ``args.func`` was too.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from fabric_ls.engine import Project, analyze_source
+from fabric_ls.records import get_record
+
+COMMANDS = """\
+import argparse
+import sys
+import torch
+from lightning.fabric import Fabric
+
+
+def cmd_train(args):
+    fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
+    fabric.launch()
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters())
+    model = fabric.setup_module(model)
+    optimizer = fabric.setup_optimizers(optimizer)
+    return 0
+
+
+def cmd_eval(args):
+    print("evaluating")
+    return 0
+"""
+# The line of `fabric.setup_optimizers(optimizer)` above: where Lightning raises.
+RAISES_AT = 13
+
+# main() for each way of choosing the command; `--strategy` defaults to deepspeed for `train`.
+MAINS = {
+    "table, choices": """
+TABLE = {"train": cmd_train, "eval": cmd_eval}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=sorted(TABLE))
+    parser.add_argument("--strategy", default="deepspeed")
+    args = parser.parse_args()
+    return TABLE[args.command](args)
+""",
+    "table, sub-commands": """
+TABLE = {"train": cmd_train, "eval": cmd_eval}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--strategy", default="deepspeed")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("train")
+    commands.add_parser("eval")
+    args = parser.parse_args()
+    handler = TABLE.get(args.command)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+""",
+    "set_defaults(func=...)": """
+def main():
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(required=True)
+    train = commands.add_parser("train")
+    train.add_argument("--strategy", default="deepspeed")
+    train.set_defaults(func=cmd_train)
+    evaluate = commands.add_parser("eval")
+    evaluate.set_defaults(func=cmd_eval)
+    args = parser.parse_args()
+    return args.func(args)
+""",
+    "if on the command": """
+def main():
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train")
+    train.add_argument("--strategy", default="deepspeed")
+    commands.add_parser("eval")
+    args = parser.parse_args()
+    if args.command == "train":
+        return cmd_train(args)
+    return cmd_eval(args)
+""",
+}
+ENTRY = """
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _script(shape: str) -> str:
+    return COMMANDS + MAINS[shape] + ENTRY
+
+
+def _analyse(tmp_path, source: str):
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    return analyze_source(source, str(script), project=Project([str(tmp_path)]))
+
+
+@pytest.mark.parametrize("shape", sorted(MAINS))
+def test_the_command_a_script_dispatches_to_is_followed(tmp_path, shape):
+    analysis = _analyse(tmp_path, _script(shape))
+    findings = [(f.code, f.span.start_line + 1, f.severity) for f in analysis.findings]
+    assert findings == [("FAB001", RAISES_AT, "warning")], shape
+    condition = analysis.findings[0].condition or ""
+    # Both decisions named, each once: which command, and the default left alone.
+    assert "'train'" in condition and "'eval'" not in condition, condition
+    assert "`--strategy` left at its default 'deepspeed'" in condition, condition
+    assert not analysis.notes, analysis.notes
+
+
+def test_the_sub_command_s_own_default_is_read_where_it_runs(tmp_path):
+    # Only `train` has `--strategy`; `eval` reads none, and the run of `eval` is not given one.
+    analysis = _analyse(tmp_path, _script("set_defaults(func=...)"))
+    assert analysis.findings[0].condition == (
+        "the sub-command is 'train' and `--strategy` left at its default 'deepspeed'"
+    )
+
+
+def test_a_try_that_catches_only_keyboard_interrupt_lets_the_script_end(tmp_path):
+    # `except KeyboardInterrupt` catches no `sys.exit` of the script: the path that exits before
+    # the Fabric calls ends there, and the run is not split per path (no "paths not checked").
+    source = _script("table, sub-commands").replace(
+        '    print("evaluating")\n', '    print("evaluating")\n    sys.exit(0)\n'
+    )
+    analysis = _analyse(tmp_path, source)
+    assert [(f.code, f.severity) for f in analysis.findings] == [("FAB001", "warning")]
+    assert not analysis.notes
+
+
+def test_the_commands_under_lightning():
+    # Each shape, run with the real Lightning: `train` raises FAB001's error at that line, `eval`
+    # and `train --strategy ddp` run clean.
+    pytest.importorskip("lightning")
+    from lightning_harness import Script, run_many
+
+    record = get_record("FAB001")
+    shapes = sorted(MAINS)
+
+    def command_lines(shape: str) -> list[tuple[str, ...]]:
+        # An option of the main parser comes before the sub-command.
+        ddp = (
+            ("--strategy", "ddp", "train")
+            if shape == "table, sub-commands"
+            else ("train", "--strategy", "ddp")
+        )
+        return [("train",), ("eval",), ddp]
+
+    scripts = [Script(_script(shape), argv=argv) for shape in shapes for argv in command_lines(shape)]
+    outcomes = iter(run_many(scripts, profile="gpu8"))
+    for shape in shapes:
+        train, evaluate, ddp = next(outcomes), next(outcomes), next(outcomes)
+        assert train.error_class == record.error_class and train.raised_by_lightning, (shape, train.message)
+        assert train.line == RAISES_AT and record.matches(train.message or ""), (shape, train.message)
+        assert evaluate.error_class is None, (shape, evaluate.message)
+        assert ddp.error_class is None, (shape, ddp.message)
+
+
+def test_the_script_text_is_what_the_tests_say():
+    # The line the tests expect is the line of the call.
+    lines = textwrap.dedent(COMMANDS).splitlines()
+    assert lines[RAISES_AT - 1].strip() == "optimizer = fabric.setup_optimizers(optimizer)"
