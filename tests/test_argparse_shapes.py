@@ -1,5 +1,6 @@
-"""argparse as scripts use it beyond ``add_argument``: options shared through ``parents=[...]``, and
-the namespace changed after the parse (``args.strategy = ...``, ``setattr(args, ...)``).
+"""argparse as scripts use it beyond ``add_argument``: options shared through ``parents=[...]``, a
+parser class of the script's own, configargparse's drop-in parser, and the namespace changed after
+the parse (``args.strategy = ...``, ``setattr(args, ...)``).
 
 Each script sets up the model and the optimizer apart; under the command line that picks DeepSpeed
 Lightning refuses that (FAB001). These shapes used to get nothing: the parent's options were lost,
@@ -9,27 +10,17 @@ and a write to ``args`` was ignored.
 from __future__ import annotations
 
 import pytest
+from command_line_support import CommandLineShape, check_under_lightning, expected, findings, separate_setup
 
-from fabric_ls.engine import Project, analyze_source
-from fabric_ls.records import get_record
-
-SEPARATE_SETUP = """
-fabric = Fabric(accelerator="cuda", devices=2, strategy=args.strategy)
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-optimizer = torch.optim.Adam(model.parameters())
-model = fabric.setup_module(model)
-optimizer = fabric.setup_optimizers(optimizer)
-"""
+SEPARATE_SETUP = "\n" + separate_setup("args.strategy")
 HEADER = """\
 import argparse
 import torch
 from lightning.fabric import Fabric
 """
 
-# name → (script, a command line that picks DeepSpeed, one that does not, the condition printed)
 SHAPES = {
-    "parents": (
+    "parents": CommandLineShape(
         HEADER
         + """
 common = argparse.ArgumentParser(add_help=False)
@@ -43,7 +34,39 @@ args = parser.parse_args()
         ("--strategy", "ddp"),
         "`--strategy` left at its default 'deepspeed'",
     ),
-    "args.strategy = ...": (
+    "a parser class of the script's own": CommandLineShape(
+        HEADER
+        + """
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise SystemExit(message)
+
+
+parser = Parser(description="train")
+parser.add_argument("--strategy", default="deepspeed")
+args = parser.parse_args()
+"""
+        + SEPARATE_SETUP,
+        (),
+        ("--strategy", "ddp"),
+        "`--strategy` left at its default 'deepspeed'",
+    ),
+    "configargparse": CommandLineShape(
+        HEADER
+        + """import configargparse
+
+parser = configargparse.ArgParser(default_config_files=[])
+parser.add("-c", "--config", is_config_file=True)
+parser.add("--strategy", default="deepspeed")
+args = parser.parse_args()
+"""
+        + SEPARATE_SETUP,
+        (),
+        ("--strategy", "ddp"),
+        "`--strategy` left at its default 'deepspeed'",
+    ),
+    "args.strategy = ...": CommandLineShape(
         HEADER
         + """
 parser = argparse.ArgumentParser()
@@ -58,7 +81,7 @@ if args.big:
         (),
         "`--big` given",
     ),
-    "args.strategy = ... on the other side": (
+    "args.strategy = ... on the other side": CommandLineShape(
         HEADER
         + """
 parser = argparse.ArgumentParser()
@@ -74,7 +97,7 @@ if args.small:
         # Where the branch does not run, `args.strategy` is still what the parse gave it.
         "`--small` left at its default False and `--strategy` left at its default 'deepspeed'",
     ),
-    "setattr(args, ...)": (
+    "setattr(args, ...)": CommandLineShape(
         HEADER
         + """
 parser = argparse.ArgumentParser()
@@ -93,34 +116,12 @@ if args.zero:
 }
 
 
-def _setup_line(script: str) -> int:
-    return script.splitlines().index("optimizer = fabric.setup_optimizers(optimizer)") + 1
-
-
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_what_the_namespace_holds_reaches_the_fabric(tmp_path, shape):
-    script, _, _, condition = SHAPES[shape]
-    path = tmp_path / "train.py"
-    path.write_text(script)
-    analysis = analyze_source(script, str(path), project=Project([str(tmp_path)]))
-    assert [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings] == [
-        ("FAB001", _setup_line(script), "warning", condition)
-    ]
+    assert findings(tmp_path, SHAPES[shape].script) == expected(SHAPES[shape])
 
 
 def test_the_shapes_under_lightning():
     pytest.importorskip("lightning")
-    from lightning_harness import Script, run_many
-
-    record = get_record("FAB001")
-    shapes = sorted(SHAPES)
-    scripts = [Script(SHAPES[shape][0], argv=argv) for shape in shapes for argv in SHAPES[shape][1:3]]
-    outcomes = iter(run_many(scripts, profile="gpu8"))
-    for shape in shapes:
-        deepspeed, other = next(outcomes), next(outcomes)
-        assert deepspeed.error_class == record.error_class and deepspeed.raised_by_lightning, (
-            shape,
-            deepspeed.message,
-        )
-        assert record.matches(deepspeed.message or "") and deepspeed.line == _setup_line(SHAPES[shape][0])
-        assert other.error_class is None, (shape, other.message)
+    pytest.importorskip("configargparse")
+    check_under_lightning(SHAPES)

@@ -11,18 +11,9 @@ shapes used to get nothing: the parameters were unknown.
 from __future__ import annotations
 
 import pytest
+from command_line_support import CommandLineShape, check_under_lightning, expected, findings, separate_setup
 
-from fabric_ls.engine import Project, analyze_source
-from fabric_ls.records import get_record
-
-SEPARATE_SETUP = """\
-    fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy)
-    fabric.launch()
-    model = torch.nn.Linear(4, 2)
-    optimizer = torch.optim.Adam(model.parameters())
-    model = fabric.setup_module(model)
-    optimizer = fabric.setup_optimizers(optimizer)
-"""
+SEPARATE_SETUP = separate_setup("strategy", indent="    ")
 
 HEADER = """\
 import argparse
@@ -32,9 +23,8 @@ import typer
 from lightning.fabric import Fabric
 """
 
-# name → (script, the command line that picks DeepSpeed, one that picks DDP, the condition printed)
 SHAPES = {
-    "click command": (
+    "click command": CommandLineShape(
         HEADER
         + """
 
@@ -53,7 +43,7 @@ if __name__ == "__main__":
         ("--strategy", "ddp"),
         "`--strategy` left at its default 'deepspeed'",
     ),
-    "click group": (
+    "click group": CommandLineShape(
         HEADER
         + """
 
@@ -81,7 +71,7 @@ if __name__ == "__main__":
         ("train", "--strategy", "ddp"),
         "`--strategy` is 'deepspeed' (the default)",
     ),
-    "typer": (
+    "typer": CommandLineShape(
         HEADER
         + """
 app = typer.Typer()
@@ -100,7 +90,7 @@ if __name__ == "__main__":
         ("--strategy", "ddp"),
         "`strategy` left at its default 'deepspeed'",
     ),
-    "tyro": (
+    "tyro": CommandLineShape(
         HEADER
         + """from dataclasses import dataclass
 from typing import Literal
@@ -127,7 +117,7 @@ if __name__ == "__main__":
         ("--strategy", "ddp"),
         "`--strategy` is 'deepspeed' (the default)",
     ),
-    "argparse in a helper": (
+    "argparse in a helper": CommandLineShape(
         HEADER
         + """
 
@@ -153,41 +143,15 @@ if __name__ == "__main__":
 }
 
 
-def _setup_line(script: str) -> int:
-    return script.splitlines().index("    optimizer = fabric.setup_optimizers(optimizer)") + 1
-
-
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_framework_s_default_is_the_parameter_s_value(tmp_path, shape):
-    script, _, _, condition = SHAPES[shape]
-    path = tmp_path / "train.py"
-    path.write_text(script)
-    analysis = analyze_source(script, str(path), project=Project([str(tmp_path)]))
-    assert [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings] == [
-        ("FAB001", _setup_line(script), "warning", condition)
-    ]
+    assert findings(tmp_path, SHAPES[shape].script) == expected(SHAPES[shape])
 
 
 def test_the_frameworks_under_lightning():
     # Run as a person runs them: the default raises FAB001's error at the setup line, the flag
     # that picks DDP runs clean.
     pytest.importorskip("lightning")
-    pytest.importorskip("click")
-    pytest.importorskip("typer")
-    pytest.importorskip("tyro")
-    from lightning_harness import Script, run_many
-
-    record = get_record("FAB001")
-    shapes = sorted(SHAPES)
-    scripts = [
-        Script(SHAPES[shape][0], argv=argv, env={"TERM": "dumb", "_TYPER_STANDARD_TRACEBACK": "1"})
-        for shape in shapes
-        for argv in SHAPES[shape][1:3]
-    ]
-    outcomes = iter(run_many(scripts, profile="gpu8"))
-    for shape in shapes:
-        deepspeed, ddp = next(outcomes), next(outcomes)
-        assert deepspeed.error_class == record.error_class, (shape, deepspeed.message, deepspeed.stderr_tail)
-        assert deepspeed.raised_by_lightning and record.matches(deepspeed.message or ""), shape
-        assert deepspeed.line == _setup_line(SHAPES[shape][0]), shape
-        assert ddp.error_class is None, (shape, ddp.message, ddp.stderr_tail)
+    for framework in ("click", "typer", "tyro"):
+        pytest.importorskip(framework)
+    check_under_lightning(SHAPES)

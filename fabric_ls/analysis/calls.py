@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable, Optional
 
+from fabric_ls.analysis.command_line import parser_base
 from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import Break as _Break
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
@@ -17,6 +18,7 @@ from fabric_ls.analysis.join import (
     run_alternatives,
     same,
 )
+from fabric_ls.analysis.library import new_parser
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     _TENSOR_RETURNING,
@@ -534,6 +536,8 @@ class CallsMixin(RunState):
             args, keywords, _ = self._eval_args(node, frame)
             return self._strategy_object(lightning_base, keywords, node, frame, user_class=cls.name)
         args, keywords, opaque = self._eval_args(node, frame)
+        if parser_base(cls):
+            return new_parser(keywords)
         instance = self._generic_result(node, frame, args, keywords)
         if not isinstance(instance, Obj):
             instance = Obj(node, frame.module.path)

@@ -18,6 +18,7 @@ from fabric_ls.analysis.values import (
     Choice,
     ClassRef,
     Const,
+    External,
     Merged,
     Subcommands,
     Unknown,
@@ -113,6 +114,16 @@ def _parser_value(parser: ArgParser, attr: str, text: str) -> Optional[Value]:
     return default
 
 
+# argparse's parser and the drop-in parsers built on it (``add_argument``, ``parse_args`` alike).
+ARGUMENT_PARSERS = frozenset(
+    {
+        "argparse.ArgumentParser",
+        "configargparse.ArgumentParser",
+        "configargparse.ArgParser",
+        "jsonargparse.ArgumentParser",
+        "simple_parsing.ArgumentParser",
+    }
+)
 CLICK_PARAMETERS = frozenset({"click.option", "click.argument"})
 TYPER_PARAMETERS = frozenset({"typer.Option", "typer.Argument"})
 # ``tyro.cli(Config)``: a dataclass whose fields are the options; ``tyro.cli(main)``: the function's.
@@ -175,3 +186,15 @@ def literal_choices(annotation: ast.expr) -> Optional[tuple[Value, ...]]:
     if not all(isinstance(item, ast.Constant) for item in items):
         return None
     return tuple(Const(item.value) for item in items)  # type: ignore[attr-defined]
+
+
+def parser_base(cls: ClassRef, depth: int = 0) -> bool:
+    """``class Parser(argparse.ArgumentParser)``: a parser of the script's own, used as argparse's."""
+    if depth > 8:
+        return False
+    for base in cls.bases:
+        if isinstance(base, External) and base.qualname in ARGUMENT_PARSERS:
+            return True
+        if isinstance(base, ClassRef) and parser_base(base, depth + 1):
+            return True
+    return False

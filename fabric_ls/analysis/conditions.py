@@ -97,7 +97,7 @@ _CANDIDATE_TYPES = (
 
 
 # Calls that change what ``parse_args()`` gives: made on one side of a branch only, they matter.
-_PARSER_CHANGES = frozenset({"add_argument", "set_defaults", "add_subparsers", "add_parser"})
+_PARSER_CHANGES = frozenset({"add_argument", "add", "set_defaults", "add_subparsers", "add_parser"})
 
 
 def _relevance_candidates(node: ast.AST) -> tuple[ast.AST, ...]:

@@ -6,6 +6,7 @@ import ast
 from typing import Optional
 
 from fabric_ls.analysis.command_line import (
+    ARGUMENT_PARSERS,
     CLICK_PARAMETERS,
     TYPER_PARAMETERS,
     TYRO_CLI,
@@ -66,15 +67,9 @@ class LibraryMixin(RunState):
         if tail in STRATEGY_CLASSES and qualname.startswith(("lightning", "lightning_fabric")):
             args, keywords, _ = self._eval_args(node, frame)
             return self._strategy_object(qualname, keywords, node, frame)
-        if qualname in ("argparse.ArgumentParser",):
+        if qualname in ARGUMENT_PARSERS:
             _, keywords, _ = self._eval_args(node, frame)
-            parser = ArgParser()
-            # ``parents=[common]``: argparse copies their options (and defaults) in.
-            for parent in _items(keywords["parents"]) if isinstance(keywords.get("parents"), Seq) else []:
-                if isinstance(parent, ArgParser):
-                    parser.options.update(parent.options)
-                    parser.defaults.update(parent.defaults)
-            return parser
+            return new_parser(keywords)
         if qualname in ("torch.no_grad", "torch.inference_mode", "torch.enable_grad"):
             self._eval_args(node, frame)
             return ContextValue("no_grad" if qualname != "torch.enable_grad" else "other")
@@ -181,7 +176,7 @@ class LibraryMixin(RunState):
 
     def _argparse_call(self, parser: ArgParser, attr: str, node: ast.Call, frame: Frame) -> Value:
         args, keywords, _ = self._eval_args(node, frame)
-        if attr == "add_argument":
+        if attr in ("add_argument", "add"):  # configargparse's ``add`` is ``add_argument``
             flags = [a.value for a in args if isinstance(a, Const) and isinstance(a.value, str)]
             long_flags = [f for f in flags if f.startswith("--")] or flags
             if not long_flags:
@@ -316,3 +311,13 @@ def _names_click_parameter(func: ast.expr) -> bool:
     """``click.option``, ``option`` (imported from click), ``click.argument``, ``argument``."""
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
     return name in ("option", "argument")
+
+
+def new_parser(keywords: dict[str, Value]) -> ArgParser:
+    """``ArgumentParser(...)``; with ``parents=[common]``, argparse copies their options (and defaults) in."""
+    parser = ArgParser()
+    for parent in _items(keywords["parents"]) if isinstance(keywords.get("parents"), Seq) else []:
+        if isinstance(parent, ArgParser):
+            parser.options.update(parent.options)
+            parser.defaults.update(parent.defaults)
+    return parser
