@@ -1,10 +1,11 @@
-"""What the command line gives a script: argparse's namespace, click's and typer's parameters.
+"""What the command line gives a script: argparse's namespace, click's, typer's and tyro's parameters.
 
-``args.<dest>`` of ``parser.parse_args()`` is the option's default unless the flag is given (its
-choices, where listed); with sub-commands, one value per sub-command. ``@click.option("--strategy",
-default="deepspeed")`` on ``def main(strategy)`` means: called as ``main()``, click reads ``sys.argv``
-and passes ``strategy`` the same way. ``def train(strategy: str = typer.Option("deepspeed"))``: the
-default is the option's first argument.
+``args.<dest>`` of ``parser.parse_args()`` (argparse's parser or a drop-in one) is the option's
+default unless the flag is given (its choices, where listed); with sub-commands, one value per
+sub-command. ``@click.option("--strategy", default="deepspeed")`` on ``def main(strategy)`` means:
+called as ``main()``, click reads ``sys.argv`` and passes ``strategy`` the same way.
+``def train(strategy: str = typer.Option("deepspeed"))``: the default is the option's first argument.
+``tyro.cli(Config)``: each field of the dataclass is an option with the field's default.
 """
 
 from __future__ import annotations
@@ -150,6 +151,21 @@ def click_parameter(declarations: list[str], is_argument: bool) -> Optional[tupl
     else:
         return None
     return name.replace("-", "_").lower(), shown or name
+
+
+def click_choices(given: dict[str, ast.expr]) -> Optional[tuple[Value, ...]]:
+    """``type=click.Choice(["ddp", "fsdp"])``: the values the option takes."""
+    kind = given.get("type")
+    if not (isinstance(kind, ast.Call) and kind.args):
+        return None
+    if not (isinstance(kind.func, ast.Attribute) and kind.func.attr == "Choice") and not (
+        isinstance(kind.func, ast.Name) and kind.func.id == "Choice"
+    ):
+        return None
+    values = [item for item in getattr(kind.args[0], "elts", [])]
+    if not values or not all(isinstance(v, ast.Constant) for v in values):
+        return None
+    return tuple(Const(v.value) for v in values)  # type: ignore[attr-defined]
 
 
 def is_boolean_switch(declarations: list[str]) -> bool:

@@ -422,8 +422,12 @@ class ExpressionsMixin(RunState):
     def _on_this_path(self, value: Value) -> Value:
         """A choice of which only one option holds on this path (``args.strategy`` inside the
         sub-command that defines it) as that option: what is built from it stays small."""
-        if not isinstance(value, Choice) or isinstance(value, Merged):
-            return value
+        if (
+            not isinstance(value, Choice)
+            or isinstance(value, Merged)
+            or not self.guards.has_decision(value.key)
+        ):
+            return value  # a decision no test made yet: every option holds on every path
         option_guards = self._option_guards(value)
         feasible = [i for i, guard in enumerate(option_guards) if self.guards.feasible(self.guard, guard)]
         return value.options[feasible[0]] if len(feasible) == 1 else value

@@ -102,6 +102,10 @@ class Guards:
 
     # ----- decisions -----------------------------------------------------------------
 
+    def has_decision(self, key: str) -> bool:
+        """Whether some guard may already depend on the decision ``key``."""
+        return key in self._decision_index
+
     def decision(self, info: DecisionInfo) -> int:
         """Register a decision (once per key) and return its index.
 

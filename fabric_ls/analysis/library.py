@@ -1,4 +1,4 @@
-"""Calls into packages known by name: torch, argparse, isinstance, sys.exit."""
+"""Calls into packages known by name: torch, argparse (and click, typer, tyro), isinstance, sys.exit."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fabric_ls.analysis.command_line import (
     CLICK_PARAMETERS,
     TYPER_PARAMETERS,
     TYRO_CLI,
+    click_choices,
     click_parameter,
     dataclass_fields,
     is_boolean_switch,
@@ -241,7 +242,7 @@ class LibraryMixin(RunState):
                 default = Unknown(text=flag)  # a value the command line must give
             else:
                 default = Const(None)
-            found[name] = option_value(ArgOption(name, flag, default, self._click_choices(given), decorator))
+            found[name] = option_value(ArgOption(name, flag, default, click_choices(given), decorator))
         return found
 
     def _dataclass_from_command_line(self, cls: ClassRef, node: ast.Call, frame: Frame) -> Value:
@@ -260,20 +261,6 @@ class LibraryMixin(RunState):
             option = ArgOption(name, flag, default, literal_choices(field.annotation), field)
             instance.attrs[name] = option_value(option)
         return instance
-
-    def _click_choices(self, given: dict[str, ast.expr]) -> Optional[tuple[Value, ...]]:
-        """``type=click.Choice(["ddp", "fsdp"])``: the values the option takes."""
-        kind = given.get("type")
-        if not (isinstance(kind, ast.Call) and kind.args):
-            return None
-        if not (isinstance(kind.func, ast.Attribute) and kind.func.attr == "Choice") and not (
-            isinstance(kind.func, ast.Name) and kind.func.id == "Choice"
-        ):
-            return None
-        values = [item for item in getattr(kind.args[0], "elts", [])]
-        if not values or not all(isinstance(v, ast.Constant) for v in values):
-            return None
-        return tuple(Const(v.value) for v in values)  # type: ignore[attr-defined]
 
     def _subcommand_call(self, subcommands: Subcommands, attr: str, node: ast.Call, frame: Frame) -> Value:
         """``commands.add_parser("train")``: the parser of one sub-command."""
