@@ -204,7 +204,7 @@ class Guards:
         return found
 
     def and_(self, f: int, g: int) -> int:
-        # ite(f, g, FALSE) with its own cache: the commonest operation, and the cheapest to apply.
+        # The commonest operation: applied by its own recursion, with its own cache.
         if f == g or g == TRUE:
             return f
         if f == TRUE:

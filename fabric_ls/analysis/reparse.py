@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Optional, Union
+from typing import Callable, Optional, TypeVar, Union
 
 from fabric_ls.analysis.source import ParsedSource, _is_code, normalize_text, parse_part, split_lines
+
+_Answer = TypeVar("_Answer")
 
 
 def reparse(text: str, path: str, previous: ParsedSource) -> Optional[ParsedSource]:
@@ -48,12 +50,7 @@ def reparse_attempt(text: str, previous: ParsedSource) -> Union[ast.Module, Synt
 
     The last answer is kept on ``previous``: the server asks for the text itself twice (``reparse``,
     then the repair's first step)."""
-    last = previous.derived.get("last attempt")
-    if last is not None and last[0] == text:
-        return last[1]
-    answer = _attempt(text, previous)
-    previous.derived["last attempt"] = (text, answer)
-    return answer
+    return _for_last_text(previous, "last attempt", text, _attempt)
 
 
 def _attempt(text: str, previous: ParsedSource) -> Union[ast.Module, SyntaxError, None]:
@@ -109,12 +106,20 @@ def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], 
     """``text``'s lines; how many leading statements of ``previous`` it keeps; the index of the
     first trailing one it keeps; the first line after the leading ones. The last answer is kept
     on ``previous`` (``settled_lines`` and ``reparse_attempt`` ask for the same text)."""
-    last = previous.derived.get("last boundaries")
+    return _for_last_text(previous, "last boundaries", text, _find_boundaries)
+
+
+def _for_last_text(
+    previous: ParsedSource, name: str, text: str, compute: Callable[[str, ParsedSource], _Answer]
+) -> _Answer:
+    """``compute(text, previous)``, kept on ``previous`` under ``name`` for the last text asked:
+    one keystroke asks for the same text's answer more than once, the next one for another text."""
+    last = previous.derived.get(name)
     if last is not None and last[0] == text:
-        return last[1]
-    found = _find_boundaries(text, previous)
-    previous.derived["last boundaries"] = (text, found)
-    return found
+        return last[1]  # type: ignore[no-any-return]
+    answer = compute(text, previous)
+    previous.derived[name] = (text, answer)
+    return answer
 
 
 def _find_boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:

@@ -294,6 +294,6 @@ class Namespace(Value):
     """``parser.parse_args()``."""
 
     parser: ArgParser
-    # ``args.<attr>`` once read (what one attribute is does not change after the parse).
+    # ``args.<attr>`` as the parse gave it (kept once read) or as the script set it since.
     read: dict[str, Value] = field(default_factory=dict)
     uid: int = field(default_factory=lambda: next(_ids))
