@@ -140,6 +140,13 @@ def test_a_try_that_catches_only_keyboard_interrupt_lets_the_script_end(tmp_path
     assert not analysis.notes
 
 
+def test_raise_system_exit_of_main_runs_main(tmp_path):
+    # `raise SystemExit(main())`, like `sys.exit(main())`: the expression runs before the raise.
+    source = _script("table, choices").replace("    sys.exit(main())", "    raise SystemExit(main())")
+    findings = [(f.code, f.span.start_line + 1) for f in _analyse(tmp_path, source).findings]
+    assert findings == [("FAB001", RAISES_AT)]
+
+
 def test_the_commands_under_lightning():
     # Each shape, run with the real Lightning: `train` raises FAB001's error at that line, `eval`
     # and `train --strategy ddp` run clean.

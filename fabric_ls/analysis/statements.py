@@ -195,6 +195,8 @@ class StatementsMixin(RunState):
         raise _Return(self._eval(node.value, frame) if node.value is not None else Const(None))
 
     def _stmt_Raise(self, node: ast.Raise, frame: Frame) -> None:
+        if node.exc is not None:
+            self._eval(node.exc, frame)  # ``raise SystemExit(main())``: the expression runs first
         self.exited = True
         raise StopRun()
 
