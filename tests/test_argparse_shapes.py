@@ -1,6 +1,7 @@
 """argparse as scripts use it beyond ``add_argument``: options shared through ``parents=[...]``, a
-parser class of the script's own, configargparse's drop-in parser, and the namespace changed after
-the parse (``args.strategy = ...``, ``setattr(args, ...)``).
+parser class of the script's own, configargparse's drop-in parser, the namespace changed after
+the parse (``args.strategy = ...``, ``setattr(args, ...)``), and one built by hand
+(``argparse.Namespace(strategy=...)``, ``types.SimpleNamespace``).
 
 Each script sets up the model and the optimizer apart; under the command line that picks DeepSpeed
 Lightning refuses that (FAB001). These shapes used to get nothing: the parent's options were lost,
@@ -10,7 +11,16 @@ and a write to ``args`` was ignored.
 from __future__ import annotations
 
 import pytest
-from command_line_support import CommandLineShape, check_under_lightning, expected, findings, separate_setup
+from command_line_support import (
+    CommandLineShape,
+    check_under_lightning,
+    expected,
+    findings,
+    separate_setup,
+    setup_line,
+)
+
+from fabric_ls.records import get_record
 
 SEPARATE_SETUP = "\n" + separate_setup("args.strategy")
 HEADER = """\
@@ -125,3 +135,29 @@ def test_the_shapes_under_lightning():
     pytest.importorskip("lightning")
     pytest.importorskip("configargparse")
     check_under_lightning(SHAPES)
+
+
+NAMESPACE_BY_HAND = (
+    HEADER
+    + """from types import SimpleNamespace
+
+args = argparse.Namespace(strategy="deepspeed")
+hyper = SimpleNamespace(lr=0.1)
+"""
+    + SEPARATE_SETUP
+)
+
+
+def test_a_namespace_built_by_hand_holds_its_values(tmp_path):
+    # A notebook's stand-in for a command line: the strategy is certain, the finding an error.
+    assert findings(tmp_path, NAMESPACE_BY_HAND) == [("FAB001", setup_line(NAMESPACE_BY_HAND), "error", None)]
+
+
+def test_a_namespace_built_by_hand_under_lightning():
+    pytest.importorskip("lightning")
+    from lightning_harness import run_many
+
+    (outcome,) = run_many([NAMESPACE_BY_HAND], profile="gpu8")
+    record = get_record("FAB001")
+    assert outcome.error_class == record.error_class and record.matches(outcome.message or "")
+    assert outcome.line == setup_line(NAMESPACE_BY_HAND)

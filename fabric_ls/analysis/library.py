@@ -93,6 +93,9 @@ class LibraryMixin(RunState):
             if isinstance(copied, Mapping):
                 # ``dict(accelerator="cuda", devices=2)``: a dict with those keys, like the literal.
                 return Mapping({**copied.items, **keywords})
+        if qualname in ("argparse.Namespace", "types.SimpleNamespace") and not args:
+            # ``argparse.Namespace(strategy="deepspeed")`` (a notebook's stand-in for a command line).
+            return Obj(node, frame.module.path, attrs=dict(keywords))
         if qualname in TYRO_CLI and args:
             if isinstance(args[0], ClassRef):
                 return self._dataclass_from_command_line(args[0], node, frame)
