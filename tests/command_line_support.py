@@ -1,8 +1,9 @@
 """What the command-line tests share: the setup Lightning refuses under DeepSpeed, and both checks.
 
-Each test module holds shapes ``name → CommandLineShape``: a script whose strategy comes from the
-command line, a command line that picks DeepSpeed (Lightning then raises FAB001's error at the
-separate ``setup_optimizers``), one that does not, and the condition fabric-ls prints.
+The setup is FAB001's record sample, its strategy taken from the command line. Each test module
+holds shapes ``name → CommandLineShape``: a script, a command line that picks DeepSpeed (Lightning
+then raises FAB001's error at the separate ``setup_optimizers``), one that does not, and the
+condition fabric-ls prints.
 """
 
 from __future__ import annotations
@@ -13,21 +14,30 @@ from typing import NamedTuple
 
 from fabric_ls.engine import Project, analyze_source
 from fabric_ls.records import get_record
+from fabric_ls.rules import joint_setup_required
 
 SETUP_OPTIMIZERS = "optimizer = fabric.setup_optimizers(optimizer)"
 
 
+# FAB001's record sample that Lightning refuses under DeepSpeed: the model and the optimizer set up apart.
+_SAMPLE = next(
+    case
+    for case in joint_setup_required.INVALID
+    if 'strategy="deepspeed"' in case.source
+    and "setup_module" in case.source
+    and case.source.rstrip().endswith(SETUP_OPTIMIZERS)
+)
+
+
 def separate_setup(strategy: str, indent: str = "") -> str:
-    """A Fabric on two GPUs with ``strategy``, then the model and the optimizer set up apart."""
-    lines = f"""\
-fabric = Fabric(accelerator="cuda", devices=2, strategy={strategy})
-fabric.launch()
-model = torch.nn.Linear(4, 2)
-optimizer = torch.optim.Adam(model.parameters())
-model = fabric.setup_module(model)
-{SETUP_OPTIMIZERS}
-"""
-    return textwrap.indent(lines, indent)
+    """The record sample's code after its imports, its strategy replaced by ``strategy`` (an
+    expression of the script): a Fabric on two GPUs, then the model and the optimizer set up apart."""
+    code = [
+        line
+        for line in _SAMPLE.source.splitlines(keepends=True)
+        if line.strip() and not line.startswith(("import ", "from "))
+    ]
+    return textwrap.indent("".join(code).replace('strategy="deepspeed"', f"strategy={strategy}"), indent)
 
 
 class CommandLineShape(NamedTuple):
