@@ -433,15 +433,13 @@ class ExpressionsMixin(RunState):
         return value.options[feasible[0]] if len(feasible) == 1 else value
 
     def _table_lookup(self, table: Mapping, key: Value, missing: Value) -> Optional[Value]:
-        """``COMMANDS[args.command]`` on a table of functions or classes (a dispatch table), the key one
-        of several values (a sub-command, an argparse choice): one entry per value of the key, under
-        the key's own decision, so the call that follows runs each entry joined rather than forking
-        the run. ``missing``: where no entry matches. None where the table is not a dispatch table
-        or the key is not a choice (the caller reads it as before)."""
+        """``COMMANDS[args.command]``, ``SIZES[args.size]``: a dict indexed by one of several values (a
+        sub-command, an argparse choice) is one entry per value of the key, under the key's own
+        decision: what follows (a call of the entry, a ``Fabric(...)`` reading it) runs joined rather
+        than forking the run. ``missing``: where no entry matches. None where the key is not a
+        choice (the caller reads it as before)."""
         entries = table.items
         if not isinstance(key, Choice) or not entries:
-            return None
-        if not all(isinstance(v, (FunctionRef, ClassRef, BoundMethod)) for v in entries.values()):
             return None
 
         def entry(option: Value) -> Value:
