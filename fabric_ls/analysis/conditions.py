@@ -7,6 +7,7 @@ import weakref
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
+from fabric_ls.analysis.hydra_calls import HYDRA_CALLS
 from fabric_ls.analysis.join import SplitHere as _SplitHere
 from fabric_ls.analysis.join import condition_key as _condition_key
 from fabric_ls.analysis.join import same
@@ -234,7 +235,9 @@ class ConditionsMixin(RunState):
             seen.add(id(callee.node))
             return self._compute_relevance(callee.node, frame, seen, returns_count)
         return isinstance(callee, External) and (
-            callee.qualname in FABRIC_CLASSES or callee.qualname.endswith("Strategy")
+            callee.qualname in FABRIC_CLASSES
+            or callee.qualname.endswith("Strategy")
+            or callee.qualname in HYDRA_CALLS
         )
 
     def _root_value(self, node: ast.AST, frame: Frame) -> Optional[Value]:

@@ -28,6 +28,7 @@ from fabric_ls.analysis.values import (
     BoundMethod,
     Choice,
     ClassRef,
+    ConfigMapping,
     Const,
     Evidence,
     External,
@@ -104,6 +105,9 @@ class ExpressionsMixin(RunState):
             return value if value is not None else Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, Namespace):
             return self._on_this_path(self._parsed_value(owner, attr, frame.module.parsed.segment(node)))
+        if isinstance(owner, ConfigMapping):
+            found = owner.items.get(attr)  # ``cfg.fabric``: a key of the configuration
+            return found if found is not None else Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, StrategyAttr):
             strategy = owner.strategy
             if (

@@ -17,6 +17,7 @@ from fabric_ls.analysis.command_line import (
     literal_choices,
     option_value,
 )
+from fabric_ls.analysis.hydra_calls import HYDRA_MAIN
 from fabric_ls.analysis.join import (
     StopRun,
 )
@@ -64,6 +65,10 @@ class LibraryMixin(RunState):
     def _external_call(self, qualname: str, node: ast.Call, frame: Frame) -> Value:
         if qualname in FABRIC_CLASSES:
             return self._make_fabric(node, frame, qualname=qualname)
+        if qualname.startswith(("hydra.", "omegaconf.")):
+            configured = self._hydra_call(qualname, node, frame)
+            if configured is not None:
+                return configured
         tail = qualname.rsplit(".", 1)[-1]
         if tail in STRATEGY_CLASSES and qualname.startswith(("lightning", "lightning_fabric")):
             args, keywords, _ = self._eval_args(node, frame)
@@ -221,6 +226,11 @@ class LibraryMixin(RunState):
         decorators), by parameter name: the default unless the flag is given, as an argparse option."""
         found: dict[str, Value] = {}
         for decorator in getattr(function, "decorator_list", ()):
+            if isinstance(decorator, ast.Call) and _hydra_main(decorator.func, module_frame):
+                positional = [*getattr(function.args, "posonlyargs", []), *function.args.args]  # type: ignore[attr-defined]
+                if positional:
+                    found[positional[0].arg] = self._hydra_main_config(decorator, module_frame)
+                continue
             # By name first: evaluating another decorator's callee could run a property of the script.
             if not (isinstance(decorator, ast.Call) and _names_click_parameter(decorator.func)):
                 continue
@@ -301,6 +311,19 @@ def _names_click_parameter(func: ast.expr) -> bool:
     """``click.option``, ``option`` (imported from click), ``click.argument``, ``argument``."""
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
     return name in ("option", "argument")
+
+
+def _hydra_main(func: ast.expr, module_frame: Frame) -> bool:
+    """``@hydra.main(...)`` or ``@main(...)`` imported from hydra: looked up by name, as imported (a
+    decorator of the script's own is not evaluated: that could run a property of the script)."""
+    if isinstance(func, ast.Name):
+        callee = module_frame.lookup(func.id)
+    elif isinstance(func, ast.Attribute) and func.attr == "main" and isinstance(func.value, ast.Name):
+        owner = module_frame.lookup(func.value.id)
+        callee = External(f"{owner.qualname}.main") if isinstance(owner, External) else None
+    else:
+        return False
+    return isinstance(callee, External) and callee.qualname == HYDRA_MAIN
 
 
 def new_parser(keywords: dict[str, Value]) -> ArgParser:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from functools import partial
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from fabric_ls.analysis.jedi_bridge import (
     JEDI_TIMEOUT_S,
@@ -26,6 +26,8 @@ EXTERNAL_PREFIXES = (
     "numpy",
     "transformers",
     "deepspeed",
+    "hydra",
+    "omegaconf",
     "torch_xla",
     "os",
     "sys",
@@ -79,6 +81,10 @@ class Project:
         self.python = None if self.environment_problem else python
         self._overlays: dict[str, str] = {}
         self._parsed: dict[str, tuple[object, ParsedSource]] = {}
+        # Configuration files (Hydra's YAML) by path: (stamp, text); Hydra compositions by
+        # (folder, name, overrides), each checked against its files before use.
+        self._texts: dict[str, tuple[object, str]] = {}
+        self.compositions: dict[tuple, Any] = {}
         # The last version of each analysed script that parsed as it is, for reparse (a few scripts:
         # the ones being edited).
         self._last_clean: dict[str, ParsedSource] = {}
@@ -104,8 +110,30 @@ class Project:
     def invalidate(self, path: str) -> None:
         key = os.path.abspath(path)
         self._parsed.pop(key, None)
+        self._texts.pop(key, None)
         for locator in self._locators.values():
             locator.clear()
+
+    def read_config_text(self, path: str) -> Optional[str]:
+        """A configuration file's text (a Hydra config: never run, only read), or None."""
+        key = os.path.abspath(path)
+        try:
+            status = os.stat(key)
+        except OSError:
+            return None
+        if status.st_size > MAX_HELPER_BYTES or not os.path.isfile(key):
+            return None
+        stamp = (status.st_mtime_ns, status.st_size)
+        cached = self._texts.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        try:
+            with open(key, "rb") as handle:
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        self._texts[key] = (stamp, text)
+        return text
 
     def read(self, path: str) -> Optional[ParsedSource]:
         """The parsed text of a helper module (overlay first), or None if unreadable."""

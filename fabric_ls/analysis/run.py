@@ -26,6 +26,7 @@ from fabric_ls.analysis.expressions import ExpressionsMixin
 from fabric_ls.analysis.fabric_calls import FabricMixin
 from fabric_ls.analysis.fabric_strategies import FabricStrategiesMixin
 from fabric_ls.analysis.guards import TRUE, Guards
+from fabric_ls.analysis.hydra_calls import HydraMixin
 from fabric_ls.analysis.join import Break as _Break
 from fabric_ls.analysis.join import Continue as _Continue
 from fabric_ls.analysis.join import (
@@ -70,6 +71,7 @@ class Run(
     LibraryMixin,
     FabricMixin,
     FabricStrategiesMixin,
+    HydraMixin,
 ):
     """One execution of a program; both sides of undecided branches, joined."""
 
@@ -94,6 +96,8 @@ class Run(
         self.guard = TRUE
         self.trail = Trail()
         self.try_depth = 0
+        # Where ``hydra.initialize(...)``, called outside a ``with``, points ``compose``.
+        self.hydra_config_dir: Optional[str] = None
         # Statements being executed that can split on a value (see _exec_statement).
         self.splittable = 0
         # The innermost call of the analysed script being evaluated (CallEvent.via).

@@ -55,6 +55,7 @@ class RunState:
     guard: int
     trail: Trail
     try_depth: int
+    hydra_config_dir: Optional[str]
     splittable: int
     script_call: Optional[ast.Call]
     call_node: Optional[ast.Call]
@@ -189,6 +190,21 @@ class RunState:
             frame: Frame,
             user_class: Optional[str] = None,
         ) -> Value: ...
+        # fabric_strategies.py
+        def _build_fabric(
+            self,
+            given: dict[str, Value],
+            args: list[Value],
+            keywords: dict[str, Value],
+            opaque: bool,
+            node: ast.Call,
+            frame: Frame,
+            qualname: str,
+        ) -> Value: ...
+        # hydra_calls.py
+        def _hydra_call(self, qualname: str, node: ast.Call, frame: Frame) -> Optional[Value]: ...
+        # hydra_calls.py
+        def _hydra_main_config(self, decorator: ast.Call, module_frame: Frame) -> Value: ...
         # library.py
         def _argparse_call(self, parser: ArgParser, attr: str, node: ast.Call, frame: Frame) -> Value: ...
         # library.py

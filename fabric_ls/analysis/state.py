@@ -117,6 +117,8 @@ class SharedAcrossRuns:
     # Fabric(...) arguments → the strategy Lightning builds (it may read a DeepSpeed config file:
     # once per analysis, so every run reads the same).
     resolved: dict[Any, Any] = field(default_factory=dict)
+    # Hydra compositions by (config folder, name, fixed overrides): the files are read once.
+    hydra_compositions: dict[Any, Any] = field(default_factory=dict)
 
 
 class Frame:

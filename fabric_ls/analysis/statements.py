@@ -35,6 +35,7 @@ from fabric_ls.analysis.values import (
     UNKNOWN,
     Choice,
     ClassRef,
+    ConfigMapping,
     Const,
     ContextValue,
     Evidence,
@@ -348,6 +349,8 @@ class StatementsMixin(RunState):
             owner = self._eval(target.value, frame)
             if isinstance(owner, Obj):
                 self.trail.set_item(owner.attrs, target.attr, value, owner)
+            elif isinstance(owner, ConfigMapping):
+                self.trail.set_item(owner.items, target.attr, value, owner)  # ``cfg.fabric.devices = 2``
             elif isinstance(owner, Namespace):
                 # ``args.strategy = "deepspeed"``: what later reads of it see.
                 self._parsed_value(owner, target.attr, target.attr)

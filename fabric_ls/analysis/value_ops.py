@@ -25,6 +25,7 @@ from fabric_ls.analysis.values import (
     External,
     FabricObj,
     FunctionRef,
+    LazyItems,
     LoaderBatch,
     Mapping,
     Merged,
@@ -165,7 +166,9 @@ def _collect_params(value: Value, depth: int = 0) -> list[Params]:
         return found
     if isinstance(value, Mapping):
         found = []
-        for item in value.items.values():
+        # A configuration's values not read yet are its files', which hold no parameters.
+        items = value.items.built_values() if isinstance(value.items, LazyItems) else value.items.values()
+        for item in items:
             found.extend(_collect_params(item, depth + 1))
         return found
     return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from fabric_ls.analysis.trail import uids as _ids
 from fabric_ls.model import Origin
@@ -93,6 +93,108 @@ class Mapping(Value):
 
     items: dict[Any, Value]
     uid: int = field(default_factory=lambda: next(_ids))
+
+
+class LazyItems(dict):
+    """A configuration node's items, each built when first read: a composition has thousands of
+    values (every option of every group), and a script reads a few. Whole-mapping reads build them
+    all, in the files' order."""
+
+    def __init__(self, builders: dict[str, Callable[[], "Value"]]) -> None:
+        super().__init__()
+        self._order = list(builders)
+        self._builders = builders
+
+    def _build(self, key: Any) -> None:
+        builder = self._builders.pop(key, None) if self._builders else None
+        if builder is not None:
+            dict.__setitem__(self, key, builder())
+
+    def _build_all(self) -> None:
+        if not self._builders:
+            return
+        for key in list(self._builders):
+            self._build(key)
+        built = {key: dict.pop(self, key) for key in self._order if dict.__contains__(self, key)}
+        rest = dict(dict.items(self))
+        dict.clear(self)
+        dict.update(self, built)
+        dict.update(self, rest)
+
+    def __getitem__(self, key: Any) -> Value:
+        self._build(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self._build(key)
+        return dict.get(self, key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._builders or dict.__contains__(self, key)
+
+    def __setitem__(self, key: Any, value: Value) -> None:
+        self._builders.pop(key, None)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        if self._builders.pop(key, None) is None:
+            dict.__delitem__(self, key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        self._build(key)
+        return dict.pop(self, key, *default)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self._build(key)
+        return dict.setdefault(self, key, default)
+
+    def update(self, *others: Any, **more: Any) -> None:
+        for key, value in dict(*others, **more).items():
+            self[key] = value
+
+    def __len__(self) -> int:
+        return dict.__len__(self) + len(self._builders)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._build_all()
+        return dict.__iter__(self)
+
+    def keys(self) -> Any:
+        self._build_all()
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self._build_all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self._build_all()
+        return dict.items(self)
+
+    def copy(self) -> dict:
+        self._build_all()
+        return dict(dict.items(self))
+
+    def __repr__(self) -> str:
+        self._build_all()
+        return dict.__repr__(self)
+
+    def built_values(self) -> list[Value]:
+        """The values read (or written) so far, without building the rest."""
+        return list(dict.values(self))
+
+
+@dataclass(eq=False)
+class CommandLineConfig(Value):
+    """``OmegaConf.from_cli()``: whatever the command line sets (``fabric.strategy=ddp``)."""
+
+
+@dataclass(eq=False)
+class ConfigMapping(Mapping):
+    """A node of a Hydra/OmegaConf configuration: a mapping whose keys read as attributes too
+    (``cfg.fabric.strategy`` and ``cfg["fabric"]["strategy"]``)."""
+
+    path: str = ""
 
 
 @dataclass(eq=False)
@@ -215,9 +317,11 @@ class FabricObj(Value):
 class ContextValue(Value):
     """A context manager that changes how models are created in its body."""
 
-    kind: str  # "init_module" | "meta_device" | "no_backward_sync" | "other"
+    kind: str  # "init_module" | "meta_device" | "no_backward_sync" | "hydra_initialize" | "other"
     fabric: Optional[FabricObj] = None
     empty_init: Optional[bool] = None
+    # ``with hydra.initialize(config_path=...)``: where ``compose`` finds the config files.
+    config_dir: str = ""
 
 
 @dataclass(eq=False)

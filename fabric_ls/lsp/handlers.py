@@ -15,7 +15,7 @@ from fabric_ls import __version__, explain, workspace_config
 from fabric_ls.lsp import convert, notebook_handlers
 from fabric_ls.lsp.documents import Outcome, normal_path
 from fabric_ls.lsp.protocol import capability, client_has_inlay_hints, client_pulls_diagnostics
-from fabric_ls.lsp.server import CONFIG_SECTION, PYTHON_SUFFIXES, FabricLanguageServer
+from fabric_ls.lsp.server import CONFIG_SECTION, CONFIG_SUFFIXES, PYTHON_SUFFIXES, FabricLanguageServer
 from fabric_ls.model import Finding
 from fabric_ls.records import get_record, load_records
 from fabric_ls.text import plain
@@ -62,6 +62,8 @@ async def on_initialized(ls: FabricLanguageServer, params: types.InitializedPara
                     watchers=[
                         types.FileSystemWatcher(glob_pattern="**/*.py"),
                         types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                        # Hydra's config files: what ``@hydra.main`` scripts are configured with.
+                        types.FileSystemWatcher(glob_pattern="**/*.{yaml,yml}"),
                     ]
                 ),
             )
@@ -144,9 +146,11 @@ def on_did_change_watched_files(ls: FabricLanguageServer, params: types.DidChang
         if os.path.basename(path) == workspace_config.CONFIG_FILE:
             workspace_config.invalidate(path)
             config_changed = True
-        elif path.endswith(PYTHON_SUFFIXES):
+        elif path.endswith(PYTHON_SUFFIXES + CONFIG_SUFFIXES):
             ls.worker.note_disk_change(path)
             changed.append(path)
+            # A created or deleted module can change what any import resolves to; a config file,
+            # the options of a Hydra config group.
             if change.type != types.FileChangeType.Changed:
                 structural = True
     if config_changed:
@@ -154,7 +158,6 @@ def on_did_change_watched_files(ls: FabricLanguageServer, params: types.DidChang
         ls.reanalyse_all()
         return
     if structural:
-        # A created or deleted module can change what any import resolves to.
         ls.worker.submit(ls.worker.forget_outcomes)
         targets = [document.uri for document in ls.worker.documents()]
     else:

@@ -36,6 +36,8 @@ logger = logging.getLogger("fabric_ls.server")
 SERVER_NAME = "fabric-ls"
 CONFIG_SECTION = workspace_config.CLIENT_SECTION
 PYTHON_SUFFIXES = (".py", ".pyi")
+# Files a script may be configured by (Hydra, OmegaConf): read by the analysis, watched on disk.
+CONFIG_SUFFIXES = (".yaml", ".yml")
 CONFIG_TIMEOUT = 3.0
 
 

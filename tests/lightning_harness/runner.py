@@ -37,6 +37,8 @@ class Script:
         argv: The command-line arguments after the script's name (``("train",)``: ``python train.py train``).
         cuda_bad_fork: Run it in a process forked from a parent that had initialised CUDA (torch's
             ``torch.cuda._is_in_bad_fork()`` is true), as each child of a fork launch is then.
+        files: Files written beside the script first, by path relative to its folder
+            (``{"conf/config.yaml": "..."}``: a Hydra configuration).
     """
 
     source: str
@@ -45,6 +47,7 @@ class Script:
     interactive: bool = False
     cuda_bad_fork: bool = False
     argv: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,9 @@ def _run_in_workers(
             case_dir.mkdir()
             script_path = case_dir / "train.py"
             script_path.write_text(case.source, encoding="utf-8")
+            for relative, text in case.files.items():
+                (case_dir / relative).parent.mkdir(parents=True, exist_ok=True)
+                (case_dir / relative).write_text(text, encoding="utf-8")
             case_timeout = timeout if case.timeout is None else case.timeout
             job_cases.append(
                 {

@@ -65,3 +65,64 @@ async def test_the_server_registers_file_watchers_with_clients_that_allow_it(ses
         assert await eventually(methods, lambda found: found == expected) == expected
     else:
         assert await methods() == set()
+
+
+_HYDRA_SCRIPT = """import hydra
+import torch
+from hydra.utils import instantiate
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg):
+    fabric = instantiate(cfg.fabric)
+    fabric.launch()
+    model = torch.nn.Linear(4, 2)
+    model = fabric.setup_module(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    optimizer = fabric.setup_optimizers(optimizer)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+async def test_a_hydra_config_changed_on_disk_reanalyses_the_script(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    """The script is configured by YAML files: when one changes (or a group gains an option), the
+    script's diagnostics follow."""
+    fabric = tmp_path / "conf" / "fabric"
+    fabric.mkdir(parents=True)
+    (tmp_path / "conf" / "config.yaml").write_text("defaults:\n  - fabric: deepspeed\n")
+    deepspeed = fabric / "deepspeed.yaml"
+    deepspeed.write_text(
+        "_target_: lightning.fabric.Fabric\naccelerator: cuda\ndevices: 2\nstrategy: deepspeed\n"
+    )
+    (tmp_path / "train.py").write_text(_HYDRA_SCRIPT)
+    train = session.open(tmp_path / "train.py")
+    found = await session.diagnostics(train)
+    assert (
+        _codes(found) == ["FAB001"] and "when `fabric.strategy` left at its config value" in found[0].message
+    )
+
+    deepspeed.write_text(deepspeed.read_text().replace("strategy: deepspeed", "strategy: ddp"))
+    session.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=uri_of(deepspeed), type=types.FileChangeType.Changed)]
+        )
+    )
+    assert await session.diagnostics(train, until=lambda found: not found) == []
+
+    # A new option of the group: the command line may pick it.
+    added = fabric / "zero.yaml"
+    added.write_text(
+        "_target_: lightning.fabric.Fabric\naccelerator: cuda\ndevices: 2\nstrategy: deepspeed\n"
+    )
+    session.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=uri_of(added), type=types.FileChangeType.Created)]
+        )
+    )
+    found = await session.diagnostics(train, until=lambda found: bool(found))
+    assert _codes(found) == ["FAB001"] and "config group `fabric` is 'zero'" in found[0].message

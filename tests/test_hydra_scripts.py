@@ -1,0 +1,348 @@
+"""Scripts configured by Hydra or OmegaConf: the strategy comes from YAML files, and from the command line.
+
+Each shape is FAB001's record sample with its Fabric built from a configuration: a tree of config
+files and a script. fabric-ls must report the sample's FAB001 at the separate ``setup_optimizers``
+under the condition printed here, and nothing else. Then each shape runs under the real Lightning
+(with Hydra itself composing the configuration): with the command line that gives DeepSpeed,
+Lightning raises FAB001's error at that line; with the other, the script runs clean.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from command_line_support import _SAMPLE, setup_line
+
+from fabric_ls.engine import Project, analyze_notebook_text, analyze_source
+from fabric_ls.records import get_record
+
+
+def _sample_arguments() -> dict[str, object]:
+    """The keywords of the sample's ``Fabric(...)``: a Fabric on two GPUs with DeepSpeed."""
+    call = next(
+        node
+        for node in ast.walk(ast.parse(_SAMPLE.source))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Fabric"
+    )
+    return {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords if keyword.arg}
+
+
+ARGUMENTS = _sample_arguments()
+assert ARGUMENTS["strategy"] == "deepspeed"
+
+
+def _node(indent: str = "", **changes: object) -> str:
+    """The sample's Fabric arguments as a YAML mapping (with ``changes``; None leaves one out)."""
+    values = {**ARGUMENTS, **changes}
+    return "".join(f"{indent}{key}: {value}\n" for key, value in values.items() if value is not None)
+
+
+def _script(fabric: str, header: str, decorated: bool = True, decorator: str = "hydra.main") -> str:
+    """The sample after its Fabric line, under ``fabric = <fabric>``: in ``main(cfg)`` (a Hydra app)
+    or at the top level."""
+    body = [
+        line
+        for line in _SAMPLE.source.splitlines()
+        if line.strip() and not line.startswith(("import ", "from ", "fabric = Fabric("))
+    ]
+    imports = "import torch\nfrom lightning.fabric import Fabric\n" + header
+    if not decorated:
+        return imports + f"fabric = {fabric}\n" + "\n".join(body) + "\n"
+    lines = "\n".join("    " + line for line in body)
+    return (
+        imports
+        + f'\n\n@{decorator}(version_base="1.3", config_path="conf", config_name="config")\n'
+        + f'def main(cfg):\n    fabric = {fabric}\n{lines}\n\n\nif __name__ == "__main__":\n    main()\n'
+    )
+
+
+HYDRA = "import hydra\nfrom hydra.utils import instantiate\n"
+TARGET = "_target_: lightning.fabric.Fabric\n"
+
+
+class Shape(NamedTuple):
+    script: str
+    files: dict[str, str]
+    deepspeed_argv: tuple[str, ...]
+    other_argv: tuple[str, ...]
+    severity: str
+    condition: str | None
+
+
+def _composed(option: str, default: str, severity: str) -> Shape:
+    """``compose(overrides=["fabric=<option>"])`` over a config whose group ``fabric`` defaults to
+    ``default``: nothing is left to the command line."""
+    return Shape(
+        _script(
+            "instantiate(cfg.fabric)",
+            "from hydra import compose, initialize\nfrom hydra.utils import instantiate\n"
+            'with initialize(version_base="1.3", config_path="conf"):\n'
+            f'    cfg = compose(config_name="config", overrides=["fabric={option}"])\n',
+            decorated=False,
+        ),
+        {
+            "conf/config.yaml": f"defaults:\n  - fabric: {default}\n",
+            "conf/fabric/ddp.yaml": TARGET + _node(strategy="ddp"),
+            "conf/fabric/deepspeed.yaml": TARGET + _node(),
+        },
+        (),
+        (),
+        severity,
+        None,
+    )
+
+
+SHAPES = {
+    # A config group picks the strategy: ``fabric=deepspeed`` on the command line.
+    "config group": Shape(
+        _script("instantiate(cfg.fabric)", HYDRA),
+        {
+            "conf/config.yaml": "defaults:\n  - fabric: ddp\n  - _self_\nseed: 1\n",
+            "conf/fabric/ddp.yaml": TARGET + _node(strategy="ddp"),
+            "conf/fabric/deepspeed.yaml": TARGET + _node(),
+        },
+        ("fabric=deepspeed",),
+        (),
+        "warning",
+        "config group `fabric` is 'deepspeed' and `fabric.strategy` left at its config value",
+    ),
+    # The value is in the primary config: ``strategy=ddp`` on the command line avoids it.
+    "value in the config": Shape(
+        _script("Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy)", HYDRA),
+        {"conf/config.yaml": _node()},
+        (),
+        ("strategy=ddp",),
+        "warning",
+        "`strategy` left at its config value",
+    ),
+    # ``main`` imported from hydra under another name; ``.get`` with a default.
+    "imported main, get": Shape(
+        _script(
+            f"Fabric(accelerator={ARGUMENTS['accelerator']!r}, devices={ARGUMENTS['devices']!r}, "
+            'strategy=cfg.fabric.get("strategy", "auto"))',
+            "from hydra import main as hydra_main\n",
+            decorator="hydra_main",
+        ),
+        {"conf/config.yaml": "fabric:\n  strategy: deepspeed\n"},
+        (),
+        ("fabric.strategy=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value",
+    ),
+    # ``Fabric(**cfg.fabric)``, the strategy named through an interpolation.
+    "interpolated, spread": Shape(
+        _script("Fabric(**cfg.fabric)", HYDRA),
+        {"conf/config.yaml": "backend: deepspeed\nfabric:\n" + _node("  ", strategy="${backend}")},
+        (),
+        ("backend=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value and `backend` left at its config value",
+    ),
+    # A nested ``_target_``: the strategy object, built by ``instantiate`` first.
+    "strategy object": Shape(
+        _script("instantiate(cfg.fabric)", HYDRA),
+        {
+            "conf/config.yaml": "defaults:\n  - fabric: deepspeed\n",
+            "conf/fabric/deepspeed.yaml": TARGET
+            + _node(strategy=None)
+            + "strategy:\n  _target_: lightning.fabric.strategies.DeepSpeedStrategy\n  stage: 2\n",
+            "conf/fabric/ddp.yaml": TARGET + _node(strategy="ddp"),
+        },
+        (),
+        ("fabric=ddp",),
+        "warning",
+        "config group `fabric` is 'deepspeed' (the default)",
+    ),
+    # An experiment file overrides the group (as sheeprl's do); ``exp`` must be given.
+    "override in an experiment": Shape(
+        _script("instantiate(cfg.fabric)", HYDRA),
+        {
+            "conf/config.yaml": "defaults:\n  - fabric: ddp\n  - exp: ???\n  - _self_\n",
+            "conf/fabric/ddp.yaml": TARGET + _node(strategy="ddp"),
+            "conf/fabric/deepspeed.yaml": TARGET + _node(),
+            "conf/exp/large.yaml": "# @package _global_\ndefaults:\n  - override /fabric: deepspeed\n",
+            "conf/exp/small.yaml": "# @package _global_\nseed: 3\n",
+        },
+        ("exp=large",),
+        ("exp=small",),
+        "warning",
+        "config group `fabric` is 'deepspeed' and `fabric.strategy` left at its config value",
+    ),
+    # ``compose`` with fixed overrides (a notebook's way).
+    "compose": _composed("deepspeed", "ddp", "error"),
+    # A file, then what the command line sets (``OmegaConf.from_cli()``).
+    "load, then the command line": Shape(
+        _script(
+            "Fabric(**cfg.fabric)",
+            "from omegaconf import OmegaConf\n"
+            'cfg = OmegaConf.merge(OmegaConf.load("config.yaml"), OmegaConf.from_cli())\n',
+            decorated=False,
+        ),
+        {"config.yaml": "fabric:\n" + _node("  ")},
+        (),
+        ("fabric.strategy=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value",
+    ),
+    # A dataclass schema with its defaults, then the command line.
+    "structured, then the command line": Shape(
+        _script(
+            "Fabric(**cfg.fabric)",
+            "from dataclasses import dataclass, field\nfrom omegaconf import OmegaConf\n\n\n@dataclass\n"
+            "class FabricConfig:\n"
+            + "".join(f"    {key}: {type(value).__name__} = {value!r}\n" for key, value in ARGUMENTS.items())
+            + "\n\n@dataclass\nclass TrainConfig:\n"
+            "    fabric: FabricConfig = field(default_factory=FabricConfig)\n    lr: float = 0.01\n\n\n"
+            "cfg = OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.from_cli())\n",
+            decorated=False,
+        ),
+        {},
+        (),
+        ("fabric.strategy=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value",
+    ),
+    # ``OmegaConf.load``: the file as it is.
+    "omegaconf load": Shape(
+        _script(
+            "Fabric(**cfg.fabric)",
+            'from omegaconf import OmegaConf\ncfg = OmegaConf.load("config.yaml")\n',
+            decorated=False,
+        ),
+        {"config.yaml": "fabric:\n" + _node("  ")},
+        (),
+        (),
+        "error",
+        None,
+    ),
+}
+
+# Twins that must stay silent: the same setups where no option of the configuration is DeepSpeed.
+QUIET = {
+    "groups without deepspeed": Shape(
+        _script("instantiate(cfg.fabric)", HYDRA),
+        {
+            "conf/config.yaml": "defaults:\n  - fabric: ddp\n",
+            "conf/fabric/ddp.yaml": TARGET + _node(strategy="ddp"),
+            "conf/fabric/fsdp.yaml": TARGET + _node(strategy="fsdp"),
+        },
+        (),
+        ("fabric=fsdp",),
+        "",
+        None,
+    ),
+    "compose picks ddp": _composed("ddp", "deepspeed", ""),
+}
+
+
+def _findings(tmp_path: Path, shape: Shape) -> list[tuple[str, int, str, str | None]]:
+    for relative, text in shape.files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    path = tmp_path / "train.py"
+    path.write_text(shape.script)
+    analysis = analyze_source(shape.script, str(path), project=Project([str(tmp_path)]))
+    return [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings]
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_the_configured_strategy_is_checked(name: str, tmp_path: Path) -> None:
+    shape = SHAPES[name]
+    assert _findings(tmp_path, shape) == [
+        ("FAB001", setup_line(shape.script), shape.severity, shape.condition)
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(QUIET))
+def test_no_finding_where_no_option_is_deepspeed(name: str, tmp_path: Path) -> None:
+    assert _findings(tmp_path, QUIET[name]) == []
+
+
+def test_a_config_file_is_a_dependency(tmp_path: Path) -> None:
+    """The analysis says which files it read: the server re-checks the script when one changes."""
+    shape = SHAPES["config group"]
+    _findings(tmp_path, shape)
+    path = tmp_path / "train.py"
+    analysis = analyze_source(shape.script, str(path), project=Project([str(tmp_path)]))
+    read = {Path(p).relative_to(tmp_path).as_posix() for p in analysis.dependencies if p.endswith(".yaml")}
+    assert read == set(shape.files)
+
+
+def test_under_lightning() -> None:
+    """With Hydra composing: FAB001's error at the setup line on the DeepSpeed command line, and a
+    clean run on the other (the quiet twins run clean on both)."""
+    from lightning_harness import Script, run_many
+
+    record = get_record("FAB001")
+    env = {"HYDRA_FULL_ERROR": "1"}  # Hydra re-raises the script's error instead of printing it
+    cases = [
+        (name, shape, argv) for name, shape in sorted(SHAPES.items()) for argv in (shape.deepspeed_argv,)
+    ]
+    others = [
+        (name, shape, argv)
+        for name, shape in sorted({**SHAPES, **QUIET}.items())
+        for argv in (shape.other_argv,)
+        if not (name in SHAPES and shape.severity == "error")
+    ]
+    quiet_defaults = [(name, shape, shape.deepspeed_argv) for name, shape in sorted(QUIET.items())]
+    scripts = [
+        Script(s.script, argv=argv, files=s.files, env=env) for _, s, argv in cases + others + quiet_defaults
+    ]
+    outcomes = run_many(scripts, profile="gpu8")
+    for (name, shape, argv), outcome in zip(cases, outcomes[: len(cases)]):
+        assert outcome.error_class == record.error_class, (name, argv, outcome.message, outcome.stderr_tail)
+        assert outcome.raised_by_lightning and record.matches(outcome.message or ""), name
+        assert outcome.line == setup_line(shape.script), name
+    for (name, _, argv), outcome in zip(others + quiet_defaults, outcomes[len(cases) :]):
+        assert outcome.error_class is None, (name, argv, outcome.message, outcome.stderr_tail)
+
+
+def test_a_changed_config_file_is_read_again(tmp_path: Path) -> None:
+    """The project keeps a composition across analyses only while its files and folders are unchanged."""
+    shape = SHAPES["config group"]
+    _findings(tmp_path, shape)
+    path, project = tmp_path / "train.py", Project([str(tmp_path)])
+    assert analyze_source(shape.script, str(path), project=project).findings
+    deepspeed = tmp_path / "conf/fabric/deepspeed.yaml"
+    deepspeed.write_text(deepspeed.read_text().replace("strategy: deepspeed", "strategy: fsdp"))
+    assert analyze_source(shape.script, str(path), project=project).findings == []
+    (tmp_path / "conf/fabric/zero3.yaml").write_text(shape.files["conf/fabric/deepspeed.yaml"])
+    findings = analyze_source(shape.script, str(path), project=project).findings
+    assert [f.condition for f in findings] == [
+        "config group `fabric` is 'zero3' and `fabric.strategy` left at its config value"
+    ]
+
+
+def test_a_notebook_composes_with_hydra(tmp_path: Path) -> None:
+    """The ``compose`` shape (proven above as a script), its code in a notebook's cells: the config
+    path is the notebook's folder, as for a kernel started there."""
+    shape = SHAPES["compose"]
+    for relative, text in shape.files.items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    head, _, rest = shape.script.partition("fabric = instantiate")
+    cells = [head, "fabric = instantiate" + rest]
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": cell.splitlines(keepends=True),
+                "outputs": [],
+                "execution_count": None,
+            }
+            for cell in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "explore.ipynb"
+    path.write_text(json.dumps(notebook))
+    analysis = analyze_notebook_text(path.read_text(), str(path), project=Project([str(tmp_path)]))
+    found = [(f.code, f.severity, f.condition) for f in analysis.findings]
+    assert found == [("FAB001", "error", None)]
