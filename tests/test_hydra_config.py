@@ -60,6 +60,7 @@ TREES: dict[str, dict[str, str]] = {
         "db/engine/aria.yaml": "# @package _global_\nengine_name: aria\n",
         "extra/one.yaml": "# @package top.level\nvalue: [1, {a: b}]\n",
         "extra/two.yaml": "value: 2\n",
+        "extra/three.yaml": "- 1\n- {a: b}\n",  # a list, at the group's package
     },
 }
 
@@ -73,7 +74,7 @@ OVERRIDES = {
         ["fabric.devices=4", "seed=1"],
         ["model/block=attention"],
     ],
-    "packages": [[], ["db=pg"], ["db/engine@db.storage=aria"], ["extra=two"], ["db.port=9"]],
+    "packages": [[], ["db=pg"], ["db/engine@db.storage=aria"], ["extra=two"], ["extra=three"], ["db.port=9"]],
 }
 
 _UNKNOWN = object()
@@ -215,9 +216,16 @@ def test_what_it_cannot_compose(tmp_path: Path) -> None:
             "config.yaml": "defaults:\n  - fabric: [ddp, fsdp]\n",  # several options at once
             "bad.yaml": "a: [1, 2\n",
             "plain.yaml": "defaults:\n  - bad\n",
+            "itself.yaml": "defaults:\n  - itself\n",  # a cycle
+            "cycle.yaml": "defaults:\n  - g: a\n",
+            "g/a.yaml": "defaults:\n  - /g: a\n",
+            "listed.yaml": "- 1\n- 2\n",  # not a mapping
+            "odd.yaml": "defaults: 3\n",
         },
         tmp_path,
     )
+    for name in ("itself", "cycle", "listed", "odd"):
+        assert compose(config_dir, name, _read, _list) is None, name
     assert compose(config_dir, "config", _read, _list) is None
     assert compose(config_dir, "plain", _read, _list) is None  # a file it cannot read
     assert compose(config_dir, "absent", _read, _list) is None

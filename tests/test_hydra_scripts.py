@@ -239,6 +239,19 @@ QUIET = {
 }
 
 
+# A script that fails before any Fabric check: ``Fabric(**cfg.fabric)`` of a node that still holds
+# its ``_target_`` raises a TypeError at ``Fabric(...)`` (it takes its own arguments only), so the
+# separate setup after it is never reached.
+SPREAD_TARGET = Shape(
+    _script("Fabric(**cfg.fabric)", HYDRA),
+    {"conf/config.yaml": "fabric:\n  " + TARGET + _node("  ")},
+    (),
+    (),
+    "",
+    None,
+)
+
+
 def _findings(tmp_path: Path, shape: Shape) -> list[tuple[str, int, str, str | None]]:
     for relative, text in shape.files.items():
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
@@ -260,6 +273,10 @@ def test_the_configured_strategy_is_checked(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(QUIET))
 def test_no_finding_where_no_option_is_deepspeed(name: str, tmp_path: Path) -> None:
     assert _findings(tmp_path, QUIET[name]) == []
+
+
+def test_nothing_after_a_fabric_that_cannot_be_built(tmp_path: Path) -> None:
+    assert _findings(tmp_path, SPREAD_TARGET) == []
 
 
 def test_a_config_file_is_a_dependency(tmp_path: Path) -> None:
@@ -292,7 +309,18 @@ def test_under_lightning() -> None:
     scripts = [
         Script(s.script, argv=argv, files=s.files, env=env) for _, s, argv in cases + others + quiet_defaults
     ]
-    outcomes = run_many(scripts, profile="gpu8")
+    spread_script = Script(SPREAD_TARGET.script, files=SPREAD_TARGET.files, env=env)
+    outcomes = run_many([*scripts, spread_script], profile="gpu8")
+    spread = outcomes.pop()
+    fabric_line = next(
+        n for n, line in enumerate(SPREAD_TARGET.script.splitlines(), 1) if "Fabric(**" in line
+    )
+    # Python's TypeError at the call (an unexpected keyword), not one of Lightning's checks.
+    assert (spread.error_class, spread.line, spread.raised_by_lightning) == (
+        "TypeError",
+        fabric_line,
+        False,
+    ), spread
     for (name, shape, argv), outcome in zip(cases, outcomes[: len(cases)]):
         assert outcome.error_class == record.error_class, (name, argv, outcome.message, outcome.stderr_tail)
         assert outcome.raised_by_lightning and record.matches(outcome.message or ""), name

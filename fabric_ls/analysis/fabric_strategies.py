@@ -19,11 +19,13 @@ from fabric_ls.analysis.events import (
     StrategyOption,
 )
 from fabric_ls.analysis.join import (
+    StopRun,
     merge_values,
 )
 from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
+    FABRIC_PARAMETERS,
     Frame,
 )
 from fabric_ls.analysis.value_ops import (
@@ -75,7 +77,17 @@ class FabricStrategiesMixin(RunState):
         names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
         given = dict(zip(names, args))
         given.update({k: v for k, v in keywords.items() if k in names})
+        if user_class is None:
+            self._refuse_unknown_arguments(args, keywords)
         return self._build_fabric(given, args, keywords, opaque, node, frame, qualname)
+
+    def _refuse_unknown_arguments(self, args: list[Value], keywords: dict[str, Value]) -> None:
+        """``Fabric(...)`` takes its arguments by keyword, these only (fabric.py ``__init__``): any
+        other raises a TypeError there, and the path ends (``Fabric(**cfg.fabric)`` of a Hydra node
+        that still holds its ``_target_``)."""
+        if args or any(name not in FABRIC_PARAMETERS for name in keywords):
+            self.exited = True
+            raise StopRun()
 
     def _build_fabric(
         self,

@@ -273,6 +273,7 @@ class HydraMixin(RunState):
         if qualname is None:
             return Unknown(text=frame.module.parsed.segment(node))
         if qualname in FABRIC_CLASSES:
+            self._refuse_unknown_arguments([], values)
             given = {name: values[name] for name in _FABRIC_ARGUMENTS if name in values}
             return self._build_fabric(given, [], values, False, node, frame, qualname)
         tail = qualname.rsplit(".", 1)[-1]

@@ -206,7 +206,7 @@ class _Composer:
         if text is not None:
             self.composition.files.append(path)
             data = load_yaml(text)
-            if data is None or not isinstance(data, dict):
+            if data is None or data is UNSUPPORTED:
                 raise _CannotCompose()  # a file Hydra would read, and we cannot
             found = (data, package_directive(text))
         self.loaded[config] = found
@@ -269,7 +269,10 @@ class _Composer:
         entries = _entries(data)
         if not any(entry.kind == "self" for entry in entries):
             entries.append(_Entry("self"))
-        content = {k: v for k, v in data.items() if k != "defaults"}
+        # A group's option may be a list (``loggers: [...]``), placed at the group's package.
+        content = {k: v for k, v in data.items() if k != "defaults"} if isinstance(data, dict) else data
+        if not isinstance(content, dict) and not package:
+            raise _CannotCompose()  # the configuration's root is a mapping
         for entry in entries:
             if entry.kind == "self":
                 self.composition.layers.append(Layer(condition, _place(content, package), config))
@@ -355,8 +358,8 @@ class _Entry:
     override: bool = False
 
 
-def _entries(data: dict) -> list[_Entry]:
-    defaults = data.get("defaults")
+def _entries(data: Any) -> list[_Entry]:
+    defaults = data.get("defaults") if isinstance(data, dict) else None
     if defaults is None:
         return []
     if not isinstance(defaults, list):
@@ -401,7 +404,7 @@ def join_package(package: str, child: str) -> str:
     return f"{package}.{child}" if package and child else package or child
 
 
-def _place(content: dict, package: str) -> dict:
+def _place(content: Any, package: str) -> dict:
     for part in reversed([p for p in package.split(".") if p]):
         content = {part: content}
     return content

@@ -32,11 +32,16 @@ _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _TRUE = frozenset({"yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
 _FALSE = frozenset({"no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"})
 _INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)$")
-_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?$")
-_SPECIAL_FLOATS = {".inf": float("inf"), "-.inf": float("-inf"), "+.inf": float("inf"), ".nan": float("nan")}
+# OmegaConf's floats: a dot or an exponent after digits (``1e-3`` too, unlike plain YAML 1.1), or a
+# leading dot without a sign (``.5``; ``-.5`` stays a string), or infinity and NaN.
+_FLOAT = re.compile(
+    r"([-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9]([0-9_]*[0-9])?[eE][-+]?[0-9]+|\.[0-9_]+([eE][-+][0-9]+)?)$"
+)
+_INFINITY = re.compile(r"([-+]?)\.(inf|Inf|INF)$")
+_NAN = re.compile(r"\.(nan|NaN|NAN)$")
 # Forms YAML 1.1 resolves to something else than a string (octal, hex, sexagesimal, dates).
 _OTHER_FORMS = re.compile(
-    r"[-+]?(0[0-9_]+|0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_]*(:[0-5]?[0-9])+)$|\d{4}-\d\d?-\d\d?"
+    r"[-+]?(0[0-9_]+|0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?)$|\d{4}-\d\d?-\d\d?"
 )
 _PACKAGE = re.compile(r"#\s*@package\s+(\S+)")
 
@@ -94,16 +99,26 @@ def _lines(text: str) -> list[list[Any]]:
 
 
 def _strip_comment(line: str) -> str:
+    """The line without its comment: a ``#`` after a space, outside a quoted scalar (a quote opens
+    one only where a scalar starts: a plain scalar may hold quotes)."""
     quote = ""
     for index, char in enumerate(line):
         if quote:
             if char == quote:
                 quote = ""
-        elif char in "'\"" and (index == 0 or line[index - 1] in " \t[{,:-"):
+        elif char in "'\"" and _starts_scalar(line, index):
             quote = char
         elif char == "#" and (index == 0 or line[index - 1] in " \t"):
             return line[:index]
     return line
+
+
+def _starts_scalar(line: str, index: int) -> bool:
+    before = line[:index].rstrip(" \t")
+    if not before or before[-1] in "[{" or (before[-1] == "," and ("[" in before or "{" in before)):
+        return True  # the line's first scalar, or one in a flow collection
+    # After ``key:`` or the ``-``/``?`` of an item or a key, with a space between.
+    return before[-1] in ":-?" and line[index - 1] in " \t"
 
 
 class _BlockReader:
@@ -137,6 +152,7 @@ class _BlockReader:
             if key_text == "<<" or key_text.startswith(("?", "&", "!", "*")):
                 unsupported = True
             key = _scalar(key_text)
+            unsupported = unsupported or key is UNSUPPORTED
             self.position += 1
             result[key] = self.value_after(rest, indent, allow_sequence=True)
         return UNSUPPORTED if unsupported else result
@@ -275,8 +291,8 @@ def _scalar(text: str) -> Any:
     if text[:1] in ("'", '"'):
         value, end = _quoted(text, 0)
         return value if end == len(text) else UNSUPPORTED
-    if text[:1] in "&!*|>%@`":
-        return UNSUPPORTED
+    if text[:1] in "&!*|>%@`" or (text[:1] == "?" and text != "???"):
+        return UNSUPPORTED  # ``?`` opens a complex key; ``???`` is OmegaConf's missing value
     if text in _NULLS:
         return None
     if text in _TRUE:
@@ -287,10 +303,16 @@ def _scalar(text: str) -> Any:
         return int(text.replace("_", ""))
     if _OTHER_FORMS.match(text):
         return UNSUPPORTED
-    if text in _SPECIAL_FLOATS or text.lower() in _SPECIAL_FLOATS:
-        return _SPECIAL_FLOATS.get(text.lower(), UNSUPPORTED)
-    if _FLOAT.match(text) and any(c.isdigit() for c in text) and ("." in text or "e" in text.lower()):
-        return float(text.replace("_", ""))
+    infinity = _INFINITY.match(text)
+    if infinity:
+        return float(infinity.group(1) + "inf")
+    if _NAN.match(text):
+        return float("nan")
+    if _FLOAT.match(text):
+        try:
+            return float(text.replace("_", ""))
+        except ValueError:
+            return UNSUPPORTED  # ``._``: OmegaConf's loader fails on it too
     return text
 
 
@@ -317,6 +339,8 @@ class _FlowReader:
         if char in "'\"":
             value, self.index = _quoted(self.text, self.index)
             return value
+        if char == "#":
+            raise YamlError("a comment inside a flow collection")
         start = self.index
         while self.index < len(self.text):
             char = self.text[self.index]
@@ -337,7 +361,9 @@ class _FlowReader:
                 raise YamlError("unclosed flow collection")
             if self.text[self.index] == close:
                 self.index += 1
-                return mapping if close == "}" else items
+                if close == "]":
+                    return items
+                return UNSUPPORTED if any(key is UNSUPPORTED for key in mapping) else mapping
             entry = self.value()
             self.skip_spaces()
             if close == "}":
