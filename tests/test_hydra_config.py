@@ -230,3 +230,40 @@ def test_what_it_cannot_compose(tmp_path: Path) -> None:
     assert compose(config_dir, "plain", _read, _list) is None  # a file it cannot read
     assert compose(config_dir, "absent", _read, _list) is None
     assert compose(config_dir, "config", _read, _list, overrides=["+extra=1"]) is None
+
+
+def test_configs_stored_in_the_config_store(tmp_path: Path) -> None:
+    """A group whose options are stored configs (``ConfigStore.store``), the primary config a file: the
+    same composition as Hydra's, for each option. (The group's name is this test's own: the store
+    lives as long as the process.)"""
+    from dataclasses import dataclass
+
+    from hydra.core.config_store import ConfigStore
+
+    @dataclass
+    class Ddp:
+        strategy: str = "ddp"
+        devices: int = 2
+
+    @dataclass
+    class Deepspeed:
+        strategy: str = "deepspeed"
+        devices: int = 8
+
+    store = ConfigStore.instance()
+    store.store(group="stored_fabric_test", name="ddp", node=Ddp)
+    store.store(group="stored_fabric_test", name="deepspeed", node=Deepspeed)
+    stored = {
+        "stored_fabric_test/ddp": {"strategy": "ddp", "devices": 2},
+        "stored_fabric_test/deepspeed": {"strategy": "deepspeed", "devices": 8},
+    }
+    config_dir = _write(
+        {"config.yaml": "defaults:\n  - stored_fabric_test: ddp\n  - _self_\nseed: 1\n"}, tmp_path
+    )
+    for overrides in ([], ["stored_fabric_test=deepspeed"], ["stored_fabric_test.devices=4"]):
+        raw, resolved = _hydra(config_dir, overrides)
+        composition = compose(config_dir, "config", _read, _list, overrides=overrides, stored=stored)
+        assert composition is not None
+        problems: list[str] = []
+        _compare(_python(ConfigValues(composition, "test").root()), raw, resolved, "cfg", problems)
+        assert not problems, (overrides, problems)

@@ -41,7 +41,13 @@ def _node(indent: str = "", **changes: object) -> str:
     return "".join(f"{indent}{key}: {value}\n" for key, value in values.items() if value is not None)
 
 
-def _script(fabric: str, header: str, decorated: bool = True, decorator: str = "hydra.main") -> str:
+def _script(
+    fabric: str,
+    header: str,
+    decorated: bool = True,
+    decorator: str = "hydra.main",
+    config_path: str = '"conf"',
+) -> str:
     """The sample after its Fabric line, under ``fabric = <fabric>``: in ``main(cfg)`` (a Hydra app)
     or at the top level."""
     body = [
@@ -55,7 +61,7 @@ def _script(fabric: str, header: str, decorated: bool = True, decorator: str = "
     lines = "\n".join("    " + line for line in body)
     return (
         imports
-        + f'\n\n@{decorator}(version_base="1.3", config_path="conf", config_name="config")\n'
+        + f'\n\n@{decorator}(version_base="1.3", config_path={config_path}, config_name="config")\n'
         + f'def main(cfg):\n    fabric = {fabric}\n{lines}\n\n\nif __name__ == "__main__":\n    main()\n'
     )
 
@@ -71,6 +77,16 @@ class Shape(NamedTuple):
     other_argv: tuple[str, ...]
     severity: str
     condition: str | None
+
+
+def _dataclass(name: str, **changes: object) -> str:
+    """A dataclass whose fields are a Fabric node: ``_target_`` and the sample's arguments."""
+    values = {"_target_": "lightning.fabric.Fabric", **ARGUMENTS, **changes}
+    fields = "".join(f"    {key}: {type(value).__name__} = {value!r}\n" for key, value in values.items())
+    return f"\n\n@dataclass\nclass {name}:\n{fields}"
+
+
+STORE = "from dataclasses import dataclass, field\nfrom hydra.core.config_store import ConfigStore\n" + HYDRA
 
 
 def _composed(option: str, default: str, severity: str) -> Shape:
@@ -169,6 +185,37 @@ SHAPES = {
         },
         ("exp=large",),
         ("exp=small",),
+        "warning",
+        "config group `fabric` is 'deepspeed' and `fabric.strategy` left at its config value",
+    ),
+    # Structured configs in Hydra's ConfigStore, and no config folder.
+    "structured, in the ConfigStore": Shape(
+        _script(
+            "instantiate(cfg.fabric)",
+            STORE + _dataclass("FabricConfig") + "\n\n@dataclass\nclass TrainConfig:\n"
+            "    fabric: FabricConfig = field(default_factory=FabricConfig)\n"
+            '\n\nConfigStore.instance().store(name="config", node=TrainConfig)\n',
+            config_path="None",
+        ),
+        {},
+        (),
+        ("fabric.strategy=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value",
+    ),
+    # A group's options stored as structured configs, the primary config a file.
+    "group options in the ConfigStore": Shape(
+        _script(
+            "instantiate(cfg.fabric)",
+            STORE
+            + _dataclass("DDP", strategy="ddp")
+            + _dataclass("DeepSpeed")
+            + '\n\nstore = ConfigStore.instance()\nstore.store(group="fabric", name="ddp", node=DDP)\n'
+            'store.store(group="fabric", name="deepspeed", node=DeepSpeed)\n',
+        ),
+        {"conf/config.yaml": "defaults:\n  - fabric: ddp\n  - _self_\n"},
+        ("fabric=deepspeed",),
+        (),
         "warning",
         "config group `fabric` is 'deepspeed' and `fabric.strategy` left at its config value",
     ),
@@ -296,37 +343,37 @@ def test_under_lightning() -> None:
 
     record = get_record("FAB001")
     env = {"HYDRA_FULL_ERROR": "1"}  # Hydra re-raises the script's error instead of printing it
-    cases = [
-        (name, shape, argv) for name, shape in sorted(SHAPES.items()) for argv in (shape.deepspeed_argv,)
-    ]
-    others = [
-        (name, shape, argv)
+    # (name, shape, command line, whether Lightning raises FAB001's error there)
+    runs = [(name, shape, shape.deepspeed_argv, True) for name, shape in sorted(SHAPES.items())]
+    runs += [
+        (name, shape, shape.other_argv, False)
         for name, shape in sorted({**SHAPES, **QUIET}.items())
-        for argv in (shape.other_argv,)
         if not (name in SHAPES and shape.severity == "error")
     ]
-    quiet_defaults = [(name, shape, shape.deepspeed_argv) for name, shape in sorted(QUIET.items())]
-    scripts = [
-        Script(s.script, argv=argv, files=s.files, env=env) for _, s, argv in cases + others + quiet_defaults
-    ]
-    spread_script = Script(SPREAD_TARGET.script, files=SPREAD_TARGET.files, env=env)
-    outcomes = run_many([*scripts, spread_script], profile="gpu8")
-    spread = outcomes.pop()
+    runs += [(name, shape, shape.deepspeed_argv, False) for name, shape in sorted(QUIET.items())]
+    # Hydra's ConfigStore lives as long as the process: a script that stores configs runs alone.
+    batches = [[run for run in runs if "ConfigStore" not in run[1].script]]
+    batches += [[run] for run in runs if "ConfigStore" in run[1].script]
+    for batch in batches:
+        outcomes = run_many([Script(s.script, argv=argv, files=s.files, env=env) for _, s, argv, _ in batch])
+        for (name, shape, argv, raises), outcome in zip(batch, outcomes):
+            if not raises:
+                assert outcome.error_class is None, (name, argv, outcome.message, outcome.stderr_tail)
+                continue
+            assert outcome.error_class == record.error_class, (
+                name,
+                argv,
+                outcome.message,
+                outcome.stderr_tail,
+            )
+            assert outcome.raised_by_lightning and record.matches(outcome.message or ""), name
+            assert outcome.line == setup_line(shape.script), name
+    spread = run_many([Script(SPREAD_TARGET.script, files=SPREAD_TARGET.files, env=env)])[0]
     fabric_line = next(
         n for n, line in enumerate(SPREAD_TARGET.script.splitlines(), 1) if "Fabric(**" in line
     )
     # Python's TypeError at the call (an unexpected keyword), not one of Lightning's checks.
-    assert (spread.error_class, spread.line, spread.raised_by_lightning) == (
-        "TypeError",
-        fabric_line,
-        False,
-    ), spread
-    for (name, shape, argv), outcome in zip(cases, outcomes[: len(cases)]):
-        assert outcome.error_class == record.error_class, (name, argv, outcome.message, outcome.stderr_tail)
-        assert outcome.raised_by_lightning and record.matches(outcome.message or ""), name
-        assert outcome.line == setup_line(shape.script), name
-    for (name, _, argv), outcome in zip(others + quiet_defaults, outcomes[len(cases) :]):
-        assert outcome.error_class is None, (name, argv, outcome.message, outcome.stderr_tail)
+    assert (spread.error_class, spread.line, spread.raised_by_lightning) == ("TypeError", fabric_line, False)
 
 
 def test_a_changed_config_file_is_read_again(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from fabric_ls.analysis.values import (
     BoundMethod,
     Choice,
     ClassRef,
+    ConfigStore,
     Const,
     External,
     FabricObj,
@@ -216,6 +217,8 @@ class CallsMixin(RunState):
             return self._argparse_call(receiver, attr, node, frame)
         if isinstance(receiver, Subcommands):
             return self._subcommand_call(receiver, attr, node, frame)
+        if isinstance(receiver, ConfigStore):
+            return self._config_store_call(attr, node, frame)
         if isinstance(receiver, ModelOutput):
             if attr in ("detach", "item", "tolist", "numpy", "detach_"):
                 self._eval_args(node, frame)

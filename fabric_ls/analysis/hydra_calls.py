@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Optional
+from typing import Any, Optional
 
 from fabric_ls.analysis.command_line import dataclass_fields
 from fabric_ls.analysis.hydra_config import Composition, Layer, compose, unchanged
@@ -35,7 +35,7 @@ from fabric_ls.analysis.values import (
     Unknown,
     Value,
 )
-from fabric_ls.analysis.yaml_subset import load_yaml
+from fabric_ls.analysis.yaml_subset import UNSUPPORTED, load_yaml
 
 HYDRA_MAIN = "hydra.main"
 INSTANTIATE = frozenset({"hydra.utils.instantiate", "hydra.utils.call"})
@@ -46,6 +46,7 @@ OMEGACONF_CREATE = "omegaconf.OmegaConf.create"
 OMEGACONF_MERGE = "omegaconf.OmegaConf.merge"
 OMEGACONF_FROM_CLI = "omegaconf.OmegaConf.from_cli"
 OMEGACONF_STRUCTURED = "omegaconf.OmegaConf.structured"
+CONFIG_STORE = "hydra.core.config_store.ConfigStore.instance"
 # What gives back the configuration it is passed (a container of the same values).
 OMEGACONF_SAME = frozenset({"omegaconf.OmegaConf.to_container", "omegaconf.OmegaConf.to_object"})
 # Calls that build or read a configuration: the statements they are in matter (relevance).
@@ -59,6 +60,7 @@ HYDRA_CALLS = (
         OMEGACONF_MERGE,
         OMEGACONF_FROM_CLI,
         OMEGACONF_STRUCTURED,
+        CONFIG_STORE,
     }
 )
 # Keys of a node that tell ``instantiate`` how to build, not what to build with.
@@ -78,22 +80,34 @@ class HydraMixin(RunState):
         names = ("config_path", "config_name", "version_base")
         given.update({n: self._eval(a, module_frame) for n, a in zip(names, decorator.args)})
         config_path, config_name = _text(given.get("config_path")), _text(given.get("config_name"))
-        if config_path is None or config_name is None:
+        path_given = given.get("config_path")
+        no_path = isinstance(path_given, Const) and path_given.value is None
+        if config_name is None or (config_path is None and not no_path):
             return Unknown(text="the Hydra configuration")
         base = os.path.dirname(module_frame.module.path)
-        return self._composed(os.path.join(base, config_path), config_name, None)
+        # ``config_path=None``: the configs the script stored in the ConfigStore, and no folder.
+        return self._composed(os.path.join(base, config_path) if config_path else "", config_name, None)
 
     def _composed(self, config_dir: str, name: str, overrides: Optional[tuple[str, ...]]) -> Value:
         """The configuration's values, composed once per analysis (every run reads the same files)."""
         if config_dir.startswith("pkg:") or "://" in config_dir:
             return Unknown(text="the Hydra configuration")
-        key = (os.path.normpath(config_dir), name, overrides)
+        stored = self.config_store.entries
+        # What the script stored is part of what is composed: kept with it, by its text.
+        key = (
+            os.path.normpath(config_dir) if config_dir else "",
+            name,
+            overrides,
+            repr(sorted(stored.items())),
+        )
         compositions = self.shared.hydra_compositions
         if key not in compositions:
             # Kept by the project while its files are unchanged: an edit of the script recomposes nothing.
             kept = self.project.compositions.get(key)
             if kept is None or not unchanged(kept, _list_dir):
-                kept = compose(key[0], name, self.project.read_config_text, _list_dir, _listed(overrides))
+                kept = compose(
+                    key[0], name, self.project.read_config_text, _list_dir, _listed(overrides), stored
+                )
                 if kept is not None:
                     self.project.compositions[key] = kept
             compositions[key] = kept
@@ -101,10 +115,13 @@ class HydraMixin(RunState):
         if composition is None:
             return Unknown(text="the Hydra configuration")
         self.dependencies.update(composition.files)
-        return ConfigValues(composition, f"hydra:{key[0]}/{name}").root()
+        return ConfigValues(composition, f"hydra:{key[0] or '<store>'}/{name}").root()
 
     def _hydra_call(self, qualname: str, node: ast.Call, frame: Frame) -> Optional[Value]:
         """A call into Hydra or OmegaConf this models, or None (the caller's generic handling)."""
+        if qualname == CONFIG_STORE:
+            self._eval_args(node, frame)
+            return self.config_store
         if qualname in INSTANTIATE:
             args, keywords, opaque = self._eval_args(node, frame)
             if not args or opaque:
@@ -198,6 +215,24 @@ class HydraMixin(RunState):
             return ConfigValues(composition, f"omegaconf:{candidate}").root()
         return UNKNOWN
 
+    def _config_store_call(self, attr: str, node: ast.Call, frame: Frame) -> Value:
+        """``cs.store(name="config", node=TrainConfig, group=None)``: a config Hydra composes as it
+        would a file (where no file has that name)."""
+        args, keywords, _ = self._eval_args(node, frame)
+        if attr != "store":
+            return UNKNOWN
+        given = dict(zip(("name", "node", "group", "package", "provider"), args))
+        given.update(keywords)
+        name, group = _text(given.get("name")), _text(given.get("group"))
+        config = given.get("node")
+        if name is None or config is None or "package" in given:
+            return Const(None)
+        data = _plain_data(self._structured(config, 0) if not isinstance(config, Mapping) else config)
+        key = f"{group}/{name}" if group else name
+        stored = key[: -len(".yaml")] if key.endswith(".yaml") else key
+        self.trail.set_item(self.config_store.entries, stored, data, self.config_store)
+        return Const(None)
+
     def _structured(self, schema: Value, depth: int) -> Value:
         """``OmegaConf.structured(TrainConfig)``: the dataclass's fields with their defaults (a field
         whose default is another dataclass, ``field(default_factory=FabricConfig)``, is a node)."""
@@ -289,6 +324,17 @@ class HydraMixin(RunState):
 def _text(value: Optional[Value]) -> Optional[str]:
     """The string a constant holds, or None."""
     return value.value if isinstance(value, Const) and isinstance(value.value, str) else None
+
+
+def _plain_data(value: Value) -> Any:
+    """A stored config as the composer reads files: dicts, lists, constants; anything else unsupported."""
+    if isinstance(value, Mapping):
+        return {str(key): _plain_data(item) for key, item in value.items.items()}
+    if isinstance(value, Seq):
+        return [_plain_data(item) for item in value.items]
+    if isinstance(value, Const) and isinstance(value.value, (str, int, float, bool, type(None))):
+        return value.value
+    return UNSUPPORTED
 
 
 def _listed(overrides: Optional[tuple[str, ...]]) -> Optional[list[str]]:

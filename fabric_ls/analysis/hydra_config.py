@@ -91,11 +91,13 @@ def compose(
     read_text: ReadText,
     list_dir: ListDir,
     overrides: Optional[list[str]] = None,
+    stored: Optional[dict[str, Any]] = None,
 ) -> Optional[Composition]:
     """The composition of ``<config_dir>/<name>.yaml``, or None where its primary file cannot be read.
 
     ``overrides``: ``compose(overrides=[...])``'s fixed choices (the command line is then not read);
-    None for ``@hydra.main``, where the command line may pick any option."""
+    None for ``@hydra.main``, where the command line may pick any option. ``stored``: the configs the
+    script put in Hydra's ``ConfigStore``, by ``group/name`` (read where no file has that name)."""
     composition = Composition(config_dir, _strip_extension(name), from_command_line=overrides is None)
     fixed: dict[str, Any] = {}
     for override in overrides or []:
@@ -103,7 +105,7 @@ def compose(
         if parsed is None:
             return None
         fixed[parsed[0]] = parsed[1]
-    builder = _Composer(composition, read_text, list_dir)
+    builder = _Composer(composition, read_text, list_dir, stored or {})
     try:
         builder.collect_overrides(composition.name, (), 0)
         builder.include(composition.name, "", (), 0, primary=True)
@@ -184,8 +186,11 @@ def _fixed_override(override: str) -> Optional[tuple[str, Any]]:
 
 
 class _Composer:
-    def __init__(self, composition: Composition, read_text: ReadText, list_dir: ListDir) -> None:
+    def __init__(
+        self, composition: Composition, read_text: ReadText, list_dir: ListDir, stored: dict[str, Any]
+    ) -> None:
         self.composition = composition
+        self.stored = stored
         self.read_text = read_text
         self.list_dir = list_dir
         # Group key → the option an ``override`` entry picks instead of the defaults list's.
@@ -199,11 +204,18 @@ class _Composer:
             return self.loaded[config]
         if len(self.loaded) >= MAX_CONFIG_FILES:
             raise _CannotCompose()
-        path = os.path.join(self.composition.config_dir, config + ".yaml")
-        text = self.read_text(path)
-        self.composition.read_stamps.append((path, file_stamp(path)))
-        found = None
-        if text is not None:
+        text = None
+        if self.composition.config_dir:
+            path = os.path.join(self.composition.config_dir, config + ".yaml")
+            text = self.read_text(path)
+            self.composition.read_stamps.append((path, file_stamp(path)))
+        found: Optional[tuple[Any, Optional[str]]] = None
+        if text is None and config in self.stored:
+            data = self.stored[config]
+            if not isinstance(data, dict) or "defaults" in data:
+                raise _CannotCompose()  # a stored config with its own defaults list: not followed
+            found = (data, None)
+        elif text is not None:
             self.composition.files.append(path)
             data = load_yaml(text)
             if data is None or data is UNSUPPORTED:
@@ -303,10 +315,16 @@ class _Composer:
 
     def options(self, key: str, entry: "_Entry") -> tuple[tuple[Optional[str], ...], Optional[str]]:
         """The group's options (its files; the default first) and the default (``???``: none)."""
-        directory = os.path.join(self.composition.config_dir, self.group_dir_of_key(key))
-        listing = tuple(sorted(self.list_dir(directory)))
-        self.composition.listings.append((directory, listing))
-        names = [name[: -len(".yaml")] for name in listing if name.endswith(".yaml")]
+        group = self.group_dir_of_key(key)
+        names = []
+        if self.composition.config_dir:
+            directory = os.path.join(self.composition.config_dir, group)
+            listing = tuple(sorted(self.list_dir(directory)))
+            self.composition.listings.append((directory, listing))
+            names = [name[: -len(".yaml")] for name in listing if name.endswith(".yaml")]
+        # Configs stored in the group (``cs.store(group="fabric", name="ddp", ...)``) are options too.
+        in_store = [stored.rpartition("/")[2] for stored in self.stored if stored.rpartition("/")[0] == group]
+        names = sorted({*names, *in_store})
         default = self.overrides.get(key, entry.option)
         if default == _MISSING:
             return (tuple(names) if names else (None,)), default

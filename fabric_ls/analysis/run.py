@@ -54,6 +54,7 @@ from fabric_ls.analysis.value_ops import (
     _looks_like_fabric_param,
 )
 from fabric_ls.analysis.values import (
+    ConfigStore,
     Const,
     ContextValue,
     FabricObj,
@@ -98,6 +99,8 @@ class Run(
         self.try_depth = 0
         # Where ``hydra.initialize(...)``, called outside a ``with``, points ``compose``.
         self.hydra_config_dir: Optional[str] = None
+        # Hydra's ``ConfigStore.instance()``: one per run, what the script stores in it.
+        self.config_store = ConfigStore()
         # Statements being executed that can split on a value (see _exec_statement).
         self.splittable = 0
         # The innermost call of the analysed script being evaluated (CallEvent.via).

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from fabric_ls.analysis.values import (
         ArgParser,
         Choice,
+        ConfigStore,
         ContextValue,
         FabricObj,
         FunctionRef,
@@ -56,6 +57,7 @@ class RunState:
     trail: Trail
     try_depth: int
     hydra_config_dir: Optional[str]
+    config_store: ConfigStore
     splittable: int
     script_call: Optional[ast.Call]
     call_node: Optional[ast.Call]
@@ -205,6 +207,8 @@ class RunState:
         def _refuse_unknown_arguments(self, args: list[Value], keywords: dict[str, Value]) -> None: ...
         # hydra_calls.py
         def _hydra_call(self, qualname: str, node: ast.Call, frame: Frame) -> Optional[Value]: ...
+        # hydra_calls.py
+        def _config_store_call(self, attr: str, node: ast.Call, frame: Frame) -> Value: ...
         # hydra_calls.py
         def _hydra_main_config(self, decorator: ast.Call, module_frame: Frame) -> Value: ...
         # library.py

@@ -185,6 +185,15 @@ class LazyItems(dict):
 
 
 @dataclass(eq=False)
+class ConfigStore(Value):
+    """Hydra's ``ConfigStore.instance()``: the configs the script stores, by ``group/name`` (each as
+    plain data, what its dataclass's defaults or its dict give)."""
+
+    entries: dict[str, Any] = field(default_factory=dict)
+    uid: int = field(default_factory=lambda: next(_ids))
+
+
+@dataclass(eq=False)
 class CommandLineConfig(Value):
     """``OmegaConf.from_cli()``: whatever the command line sets (``fabric.strategy=ddp``)."""
 
