@@ -81,7 +81,7 @@ class HydraMixin(RunState):
         given.update({n: self._eval(a, module_frame) for n, a in zip(names, decorator.args)})
         config_path, config_name = _text(given.get("config_path")), _text(given.get("config_name"))
         path_given = given.get("config_path")
-        no_path = isinstance(path_given, Const) and path_given.value is None
+        no_path = path_given is not None and _is_none(path_given)
         if config_name is None or (config_path is None and not no_path):
             return Unknown(text="the Hydra configuration")
         base = os.path.dirname(module_frame.module.path)
@@ -225,8 +225,9 @@ class HydraMixin(RunState):
         given.update(keywords)
         name, group = _text(given.get("name")), _text(given.get("group"))
         config = given.get("node")
-        if name is None or config is None or "package" in given:
-            return Const(None)
+        package = given.get("package")
+        if name is None or config is None or not (package is None or _is_none(package)):
+            return Const(None)  # stored at another package: not followed
         data = _plain_data(self._structured(config, 0) if not isinstance(config, Mapping) else config)
         key = f"{group}/{name}" if group else name
         stored = key[: -len(".yaml")] if key.endswith(".yaml") else key
@@ -324,6 +325,10 @@ class HydraMixin(RunState):
 def _text(value: Optional[Value]) -> Optional[str]:
     """The string a constant holds, or None."""
     return value.value if isinstance(value, Const) and isinstance(value.value, str) else None
+
+
+def _is_none(value: Value) -> bool:
+    return isinstance(value, Const) and value.value is None
 
 
 def _plain_data(value: Value) -> Any:
