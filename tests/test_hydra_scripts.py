@@ -115,7 +115,7 @@ def _composed(option: str, default: str, severity: str) -> Shape:
 SHAPES = {
     # A config group picks the strategy: ``fabric=deepspeed`` on the command line.
     "config group": Shape(
-        _script("instantiate(cfg.fabric)", HYDRA),
+        _script('instantiate(cfg.fabric, _convert_="all")', HYDRA),
         {
             "conf/config.yaml": "defaults:\n  - fabric: ddp\n  - _self_\nseed: 1\n",
             "conf/fabric/ddp.yaml": TARGET + _node(strategy="ddp"),

@@ -274,11 +274,14 @@ class HydraMixin(RunState):
             return self._lift(config, lambda one: self._instantiate_config(one, keywords, node, frame, depth))
         if not isinstance(config, Mapping) or depth > MAX_INSTANTIATE_DEPTH:
             return UNKNOWN
-        target = config.items.get("_target_")
+        # ``instantiate(node, _convert_="all", _recursive_=False)``: the call's own keys win over the node's.
+        settings = {**config.items, **{k: v for k, v in keywords.items() if k in _INSTANTIATE_KEYS}}
+        keywords = {k: v for k, v in keywords.items() if k not in _INSTANTIATE_KEYS}
+        target = settings.get("_target_")
         if target is None:
             return config  # a node without a target is given back as a configuration
-        recursive = self._concrete(config.items.get("_recursive_", Const(True)))
-        partial = self._concrete(config.items.get("_partial_", Const(False)))
+        recursive = self._concrete(settings.get("_recursive_", Const(True)))
+        partial = self._concrete(settings.get("_partial_", Const(False)))
         if not (isinstance(partial, Const) and partial.value is False):
             return UNKNOWN  # a ``functools.partial`` of it: built later, by whoever calls it
         values = {
