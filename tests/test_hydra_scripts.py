@@ -421,3 +421,22 @@ def test_a_notebook_composes_with_hydra(tmp_path: Path) -> None:
     analysis = analyze_notebook_text(path.read_text(), str(path), project=Project([str(tmp_path)]))
     found = [(f.code, f.severity, f.condition) for f in analysis.findings]
     assert found == [("FAB001", "error", None)]
+
+
+@pytest.mark.parametrize("order", ["as listed", "reversed"])
+def test_the_answer_does_not_depend_on_what_was_checked_before(tmp_path: Path, order: str) -> None:
+    """One project checks every shape, in either order: each gets what a fresh project gives it (the
+    compositions the project keeps are its files', whatever was composed before)."""
+    names = sorted({**SHAPES, **QUIET})
+    shapes = {**SHAPES, **QUIET}
+    fresh = {}
+    for index, name in enumerate(names):
+        folder = tmp_path / f"shape{index}"
+        folder.mkdir()
+        fresh[name] = _findings(folder, shapes[name])
+    project = Project([str(tmp_path)])
+    for name in names if order == "as listed" else names[::-1]:
+        path = tmp_path / f"shape{names.index(name)}" / "train.py"
+        analysis = analyze_source(shapes[name].script, str(path), project=project)
+        found = [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings]
+        assert found == fresh[name], name
