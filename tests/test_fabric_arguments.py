@@ -65,3 +65,17 @@ def test_under_lightning() -> None:
     accepted, record = outcomes[-1], get_record("FAB001")
     assert accepted.error_class == record.error_class and record.matches(accepted.message or "")
     assert accepted.line == setup_line(ACCEPTED)
+
+
+def test_the_parameters_are_the_installed_lightnings() -> None:
+    """What fabric-ls takes for ``Fabric.__init__``'s parameters is the installed Lightning's signature."""
+    import inspect
+
+    from lightning.fabric import Fabric
+
+    from fabric_ls.analysis.state import FABRIC_PARAMETERS, STRATEGY_ARGUMENTS
+
+    parameters = list(inspect.signature(Fabric.__init__).parameters.values())[1:]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters)
+    assert {p.name for p in parameters} == FABRIC_PARAMETERS
+    assert set(STRATEGY_ARGUMENTS) <= FABRIC_PARAMETERS

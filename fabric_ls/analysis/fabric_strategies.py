@@ -26,6 +26,7 @@ from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, 
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     FABRIC_PARAMETERS,
+    STRATEGY_ARGUMENTS,
     Frame,
 )
 from fabric_ls.analysis.value_ops import (
@@ -74,9 +75,8 @@ class FabricStrategiesMixin(RunState):
         qualname: str = "lightning.fabric.Fabric",
     ) -> Value:
         args, keywords, opaque = self._eval_args(node, frame)
-        names = ("accelerator", "strategy", "devices", "num_nodes", "precision")
-        given = dict(zip(names, args))
-        given.update({k: v for k, v in keywords.items() if k in names})
+        given = dict(zip(STRATEGY_ARGUMENTS, args))  # a subclass's own ``__init__`` may take them so
+        given.update({k: v for k, v in keywords.items() if k in STRATEGY_ARGUMENTS})
         if user_class is None:
             self._refuse_unknown_arguments(args, keywords)
         return self._build_fabric(given, args, keywords, opaque, node, frame, qualname)

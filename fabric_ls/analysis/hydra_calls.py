@@ -19,7 +19,7 @@ from fabric_ls.analysis.command_line import dataclass_fields
 from fabric_ls.analysis.hydra_config import Composition, Layer, compose, unchanged
 from fabric_ls.analysis.hydra_values import ConfigValues, merged
 from fabric_ls.analysis.run_state import RunState
-from fabric_ls.analysis.state import FABRIC_CLASSES, Frame
+from fabric_ls.analysis.state import FABRIC_CLASSES, STRATEGY_ARGUMENTS, Frame
 from fabric_ls.analysis.strategies import STRATEGY_CLASSES
 from fabric_ls.analysis.values import (
     UNKNOWN,
@@ -65,7 +65,6 @@ HYDRA_CALLS = (
 )
 # Keys of a node that tell ``instantiate`` how to build, not what to build with.
 _INSTANTIATE_KEYS = frozenset({"_target_", "_recursive_", "_convert_", "_partial_", "_args_"})
-_FABRIC_ARGUMENTS = ("accelerator", "strategy", "devices", "num_nodes", "precision")
 MAX_INSTANTIATE_DEPTH = 8
 
 
@@ -313,7 +312,7 @@ class HydraMixin(RunState):
             return Unknown(text=frame.module.parsed.segment(node))
         if qualname in FABRIC_CLASSES:
             self._refuse_unknown_arguments([], values)
-            given = {name: values[name] for name in _FABRIC_ARGUMENTS if name in values}
+            given = {name: values[name] for name in STRATEGY_ARGUMENTS if name in values}
             return self._build_fabric(given, [], values, False, node, frame, qualname)
         tail = qualname.rsplit(".", 1)[-1]
         if tail in STRATEGY_CLASSES and qualname.startswith(("lightning", "lightning_fabric")):

@@ -49,10 +49,10 @@ FABRIC_METHODS = frozenset(
     }
 )
 PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
-# ``Fabric.__init__``'s parameters (all keyword-only).
-FABRIC_PARAMETERS = frozenset(
-    {"accelerator", "strategy", "devices", "num_nodes", "precision", "plugins", "callbacks", "loggers"}
-)
+# ``Fabric.__init__``'s parameters (all keyword-only, lightning 2.6.6 fabric.py), those that decide the
+# strategy first.
+STRATEGY_ARGUMENTS = ("accelerator", "strategy", "devices", "num_nodes", "precision")
+FABRIC_PARAMETERS = frozenset({*STRATEGY_ARGUMENTS, "plugins", "callbacks", "loggers"})
 # Calls that pass parameters through rather than consume them.
 PARAMS_PASSTHROUGH = frozenset({"list", "tuple", "filter", "iter", "sorted", "chain", "itertools.chain"})
 
