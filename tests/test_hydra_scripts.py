@@ -440,3 +440,18 @@ def test_the_answer_does_not_depend_on_what_was_checked_before(tmp_path: Path, o
         analysis = analyze_source(shapes[name].script, str(path), project=project)
         found = [(f.code, f.span.start_line + 1, f.severity, f.condition) for f in analysis.findings]
         assert found == fresh[name], name
+
+
+def test_what_a_script_stores_is_part_of_the_kept_composition(tmp_path: Path) -> None:
+    """Two scripts of one folder store different configs under one name: the project keeps each
+    one's composition apart (the stored configs are part of what it is kept by)."""
+    deepspeed = SHAPES["structured, in the ConfigStore"]
+    ddp = deepspeed.script.replace("strategy: str = 'deepspeed'", "strategy: str = 'ddp'")
+    assert ddp != deepspeed.script
+    project = Project([str(tmp_path)])
+    results = []
+    for name, source in (("a.py", deepspeed.script), ("b.py", ddp), ("c.py", deepspeed.script)):
+        (tmp_path / name).write_text(source)
+        analysis = analyze_source(source, str(tmp_path / name), project=project)
+        results.append([f.code for f in analysis.findings])
+    assert results == [["FAB001"], [], ["FAB001"]]
