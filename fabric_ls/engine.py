@@ -208,7 +208,8 @@ def _fold_repeats(
             also = Origin(finding.path, finding.span, note)
             kept[first] = (earlier, replace(shown, related=(*shown.related, also)))
             continue
-        if merged.always:
+        if merged.always and not merged.event.caught:
+            # A caught error does not end the run: the same mistake later is reached, and reported.
             raised_at[key] = len(kept)
         kept.append((merged, finding))
     return kept

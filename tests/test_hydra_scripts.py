@@ -9,29 +9,18 @@ Lightning raises FAB001's error at that line; with the other, the script runs cl
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 from command_line_support import _SAMPLE, setup_line
+from config_support import sample_arguments
 
 from fabric_ls.engine import Project, analyze_notebook_text, analyze_source
 from fabric_ls.records import get_record
 
-
-def _sample_arguments() -> dict[str, object]:
-    """The keywords of the sample's ``Fabric(...)``: a Fabric on two GPUs with DeepSpeed."""
-    call = next(
-        node
-        for node in ast.walk(ast.parse(_SAMPLE.source))
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Fabric"
-    )
-    return {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords if keyword.arg}
-
-
-ARGUMENTS = _sample_arguments()
+ARGUMENTS = sample_arguments()
 assert ARGUMENTS["strategy"] == "deepspeed"
 
 

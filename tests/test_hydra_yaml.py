@@ -7,12 +7,12 @@ The documents: the shapes config files use, and every YAML file Hydra itself shi
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import hydra
 import pytest
 import yaml
+from config_support import agrees, half_typed
 from omegaconf._utils import get_yaml_loader
 
 from fabric_ls.analysis.yaml_subset import MAX_YAML_CHARS, UNSUPPORTED, load_yaml, package_directive
@@ -45,22 +45,6 @@ DOCUMENTS = {
 }
 
 
-def _agrees(ours: object, theirs: object) -> bool:
-    if ours is UNSUPPORTED:
-        return True
-    if isinstance(ours, dict):
-        return (
-            isinstance(theirs, dict)
-            and list(ours) == list(theirs)
-            and all(_agrees(ours[k], theirs[k]) for k in ours)
-        )
-    if isinstance(ours, list):
-        return isinstance(theirs, list) and len(ours) == len(theirs) and all(map(_agrees, ours, theirs))
-    if isinstance(ours, float) and math.isnan(ours):
-        return isinstance(theirs, float) and math.isnan(theirs)
-    return type(ours) is type(theirs) and ours == theirs
-
-
 def _omegaconf(text: str) -> object:
     try:
         loaded = yaml.load(text, Loader=get_yaml_loader())
@@ -74,7 +58,7 @@ def test_reads_what_omegaconf_reads(name: str) -> None:
     text = DOCUMENTS[name]
     ours = load_yaml(text)
     assert ours is not None, "fabric-ls declined a document it should read"
-    assert _agrees(ours, _omegaconf(text)), (ours, _omegaconf(text))
+    assert agrees(ours, _omegaconf(text)), (ours, _omegaconf(text))
 
 
 def test_marks_what_it_does_not_follow() -> None:
@@ -91,7 +75,7 @@ def test_every_yaml_file_hydra_ships() -> None:
         text = path.read_text(encoding="utf-8")
         ours = load_yaml(text)
         assert ours is not None, path
-        assert _agrees(ours, _omegaconf(text)), path
+        assert agrees(ours, _omegaconf(text)), path
 
 
 @pytest.mark.parametrize(
@@ -134,15 +118,7 @@ def test_half_typed_documents_never_raise() -> None:
     generator = random.Random(7)
     alphabet = " \n:-[]{},'\"#&*!|>x1."
     for text in DOCUMENTS.values():
-        for _ in range(60):
-            mutated = list(text)
-            for _ in range(generator.randint(1, 3)):
-                position = generator.randint(0, len(mutated))
-                if mutated and generator.random() < 0.5:
-                    del mutated[min(position, len(mutated) - 1)]
-                else:
-                    mutated.insert(position, generator.choice(alphabet))
-            document = "".join(mutated)
+        for document in half_typed(text, generator, alphabet):
             ours = load_yaml(document)
             if ours is None:
                 continue
@@ -151,4 +127,4 @@ def test_half_typed_documents_never_raise() -> None:
             except yaml.YAMLError:
                 continue  # OmegaConf refuses it: the script fails before any Fabric call
             if theirs != "cannot construct":
-                assert _agrees(ours, theirs), (document, ours, theirs)
+                assert agrees(ours, theirs), (document, ours, theirs)

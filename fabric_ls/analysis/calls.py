@@ -20,6 +20,7 @@ from fabric_ls.analysis.join import (
 )
 from fabric_ls.analysis.library import new_parser
 from fabric_ls.analysis.run_state import RunState
+from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.state import (
     _TENSOR_RETURNING,
     FABRIC_CLASSES,
@@ -51,12 +52,14 @@ from fabric_ls.analysis.values import (
     Const,
     External,
     FabricObj,
+    FilePath,
     FunctionRef,
     LoaderBatch,
     Mapping,
     ModelOutput,
     Obj,
     Params,
+    Partial,
     Seq,
     SetupModule,
     Subcommands,
@@ -200,6 +203,10 @@ class CallsMixin(RunState):
         for keyword in node.keywords:
             value = self._eval(keyword.value, frame)
             if keyword.arg is None:
+                if isinstance(value, Choice) and any(isinstance(option, Mapping) for option in value.options):
+                    # ``Fabric(**config)`` of a config read on some paths only (a file the command
+                    # line may name): the call's keywords per path.
+                    value = self._concrete(value)
                 if isinstance(value, Mapping):
                     for key, item in value.items.items():
                         if isinstance(key, str):
@@ -213,6 +220,10 @@ class CallsMixin(RunState):
     def _call_on(self, receiver: Value, attr: str, callee: Value, node: ast.Call, frame: Frame) -> Value:
         if isinstance(callee, (BoundMethod, FunctionRef, ClassRef)):
             return self._call_value(callee, node, frame)
+        if isinstance(receiver, FilePath):
+            read = self._file_method(receiver, attr, node, frame)
+            if read is not None:
+                return read
         if isinstance(receiver, ArgParser):
             return self._argparse_call(receiver, attr, node, frame)
         if isinstance(receiver, Subcommands):
@@ -314,6 +325,9 @@ class CallsMixin(RunState):
             return self._call_function(callee, args, keywords, opaque=opaque)
         if isinstance(callee, ClassRef):
             return self._instantiate(callee, node, frame)
+        if isinstance(callee, Partial):
+            args, keywords, opaque = self._eval_args(node, frame)
+            return self._call_partial(callee, args, keywords, opaque)
         if isinstance(callee, SetupModule):
             self._model_inputs(callee, node, frame)
             if any(ctx.kind == "no_grad" for ctx in self.contexts):
@@ -323,6 +337,18 @@ class CallsMixin(RunState):
             return self._external_call(callee.qualname, node, frame)
         args, keywords, _ = self._eval_args(node, frame)
         return self._generic_result(node, frame, args, keywords)
+
+    def _call_partial(
+        self, callee: Partial, args: list[Value], keywords: dict[str, Value], opaque: bool = False
+    ) -> Value:
+        """``partial(f, a)(b, k=1)`` is ``f(a, b, k=1)`` (the call's keywords win)."""
+        given = [*callee.args, *args]
+        function = callee.function
+        if isinstance(function, BoundMethod):
+            given.insert(0, function.receiver)
+            function = function.function
+        assert isinstance(function, FunctionRef)
+        return self._call_function(function, given, {**callee.keywords, **keywords}, opaque=opaque)
 
     def _generic_result(
         self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value], name: str = ""
@@ -386,6 +412,12 @@ class CallsMixin(RunState):
         )
         decisions_before = len(self.guards.decisions)
         call_node = self.call_node
+        # The file the call is written in (the callee's may be another module).
+        call_parsed = (
+            self.call_stack[-1][0]
+            if self.call_stack and self.call_stack[-1][1] is call_node
+            else function.module.parsed
+        )
         self.fabric_free_depth += fabric_free
         self.depth += 1
         result: Value = Const(None)
@@ -409,11 +441,11 @@ class CallsMixin(RunState):
         if frame.pending_returns:
             result = join_returns(self, frame, result)
         if fabric_free and isinstance(result, Choice) and len(self.guards.decisions) > decisions_before:
-            result = self._summarize(result, decisions_before, call_node, frame)
+            result = self._summarize(result, decisions_before, call_node, call_parsed)
         return result
 
     def _summarize(
-        self, result: Choice, first_own: int, call_node: Optional[ast.Call], frame: Frame
+        self, result: Choice, first_own: int, call_node: Optional[ast.Call], call_parsed: ParsedSource
     ) -> Value:
         """A Fabric-free helper's result, free of the helper's own conditions.
 
@@ -429,9 +461,7 @@ class CallsMixin(RunState):
         for _, value in leaves:
             if not any(same(value, known) for known in distinct):
                 distinct.append(value)
-        text = (
-            _short(frame.module.parsed.segment(call_node) if call_node is not None else "", 50) or "a helper"
-        )
+        text = _short(call_parsed.segment(call_node) if call_node is not None else "", 50) or "a helper"
         objects = [value for value in distinct if not isinstance(value, Const)]
         if len(objects) > MAX_SUMMARY_OBJECTS and all(type(value) in (Obj, Unknown) for value in objects):
             # A lookup table of plain objects (one prompt style per model name): which one it is

@@ -6,6 +6,7 @@ import ast
 import weakref
 from typing import Any, Callable, Optional
 
+from fabric_ls.analysis.config_files import CONFIG_FILE_LOADS
 from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
 from fabric_ls.analysis.hydra_calls import HYDRA_CALLS
 from fabric_ls.analysis.join import SplitHere as _SplitHere
@@ -43,6 +44,7 @@ from fabric_ls.analysis.values import (
     ModuleRef,
     Namespace,
     Obj,
+    Partial,
     Seq,
     Subcommands,
     Unknown,
@@ -221,6 +223,8 @@ class ConditionsMixin(RunState):
     def _callee_relevant(
         self, callee: Optional[Value], frame: Frame, seen: set[int], returns_count: bool
     ) -> bool:
+        if isinstance(callee, Partial):
+            callee = callee.function
         if isinstance(callee, BoundMethod):
             callee = callee.function
         if isinstance(callee, ClassRef):
@@ -238,6 +242,7 @@ class ConditionsMixin(RunState):
             callee.qualname in FABRIC_CLASSES
             or callee.qualname.endswith("Strategy")
             or callee.qualname in HYDRA_CALLS
+            or callee.qualname in CONFIG_FILE_LOADS
         )
 
     def _root_value(self, node: ast.AST, frame: Frame) -> Optional[Value]:
@@ -313,6 +318,8 @@ class ConditionsMixin(RunState):
                     return None
                 if isinstance(leaf, Unknown) and leaf.key:
                     own = self._value_variable(leaf)
+                elif isinstance(leaf, Obj) and leaf.truth_key:
+                    own = self._condition_variable(node, frame, f"truth:{leaf.truth_key}")
                 else:
                     if variable is None:
                         variable = self._condition_variable(node, frame)
@@ -395,13 +402,15 @@ class ConditionsMixin(RunState):
                 found.extend(self._leaves(option, combined, depth + 1))
         return found or [(guard, UNKNOWN)]
 
-    def _condition_variable(self, node: ast.AST, frame: Frame) -> int:
+    def _condition_variable(self, node: ast.AST, frame: Frame, key: Optional[str] = None) -> int:
+        """The truth of the test at ``node``: one decision per test, or per ``key`` (an object's truth,
+        the same wherever that object is tested), described by the first test's text."""
         text = frame.module.parsed.segment(node) or "condition"
         text = " ".join(text.split())
         if len(text) > 60:
             text = text[:57] + "..."
         decision = self.guards.decision(
-            DecisionInfo(_condition_key(node, frame), (f"`{text}`", f"not `{text}`"))
+            DecisionInfo(key or _condition_key(node, frame), (f"`{text}`", f"not `{text}`"))
         )
         return self.guards.option(decision, 0)
 

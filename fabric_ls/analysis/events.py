@@ -145,6 +145,9 @@ class CallEvent:
     # Every call being evaluated on the way here, outermost first, this call last: the helper
     # calls a rule may look around (FAB033: a helper called under ``if fabric.global_rank == 0``).
     callers: tuple[tuple[ParsedSource, ast.Call], ...] = ()
+    # Made inside a ``try`` whose handler catches what Lightning raises (``except RuntimeError``,
+    # ``except Exception``): after an error here the calls that follow still run.
+    caught: bool = False
 
     @property
     def strategy(self) -> ResolvedStrategy:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ast
+import os
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.command_line import namespace_value
+from fabric_ls.analysis.join import StopRun
 from fabric_ls.analysis.run_state import RunState
+from fabric_ls.analysis.scopes import FunctionScope, function_scope
 from fabric_ls.analysis.state import (
     _BUILTINS,
     _COMPARE,
@@ -18,7 +21,6 @@ from fabric_ls.analysis.value_ops import (
     _binop,
     _class_attribute,
     _class_method,
-    _collect_params,
     _literal_seq,
     _same_choice,
     _short,
@@ -33,6 +35,7 @@ from fabric_ls.analysis.values import (
     Evidence,
     External,
     FabricObj,
+    FilePath,
     FunctionRef,
     LoaderBatch,
     Mapping,
@@ -41,7 +44,6 @@ from fabric_ls.analysis.values import (
     ModuleRef,
     Namespace,
     Obj,
-    Params,
     Seq,
     SetupModule,
     StrategyAttr,
@@ -82,6 +84,11 @@ class ExpressionsMixin(RunState):
         return Const(node.value)
 
     def _expr_Name(self, node: ast.Name, frame: Frame) -> Value:
+        if frame.locals is not None and node.id not in frame.locals and frame.function is not None:
+            if frame.local_names is None:
+                frame.local_names = function_scope(frame.function).local_names
+            if node.id in frame.local_names:
+                return self._unbound_local(node, function_scope(frame.function))
         value = frame.lookup(node.id)
         if value is None:
             if node.id in ("True", "False", "None"):
@@ -90,6 +97,16 @@ class ExpressionsMixin(RunState):
                 return External(node.id)
             return Unknown(text=node.id)
         return value
+
+    def _unbound_local(self, node: ast.Name, scope: FunctionScope) -> Value:
+        """A read of a function's own name before this path assigned it: Python raises
+        UnboundLocalError there (the global of that name is not read), so the path ends, as at the
+        script's own ``raise``. In a loop an earlier iteration may have bound it, and inside a
+        ``try`` a handler may catch the error: there it is only an unknown value."""
+        if id(node) in scope.reads_in_loops or self.try_depth:
+            return Unknown(text=node.id)
+        self.exited = True
+        raise StopRun()
 
     def _expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
         owner = self._eval(node.value, frame)
@@ -134,6 +151,8 @@ class ExpressionsMixin(RunState):
                     ),
                 )
             return Unknown(text=frame.module.parsed.segment(node))
+        if isinstance(owner, FilePath) and owner.form == "path" and attr == "parent":
+            return FilePath(owner.created_at, owner.created_path, relative=os.path.dirname(owner.relative))
         if isinstance(owner, Obj):
             if attr in owner.attrs:
                 return owner.attrs[attr]
@@ -178,6 +197,12 @@ class ExpressionsMixin(RunState):
             if entry is not None:
                 return entry
         key = self._concrete(key)
+        if isinstance(owner, Choice) and isinstance(key, Const) and _holds_container(owner):
+            # ``config["fabric"]`` of a config read on some paths only: the item on each.
+            return self._lift(owner, lambda option: self._item_of(option, key, node, frame))
+        return self._item_of(owner, key, node, frame)
+
+    def _item_of(self, owner: Value, key: Value, node: ast.Subscript, frame: Frame) -> Value:
         if isinstance(owner, (ModelOutput, LoaderBatch)):
             return owner
         if isinstance(owner, Mapping) and isinstance(key, Const):
@@ -243,18 +268,22 @@ class ExpressionsMixin(RunState):
         ):
             # Both sides are plain values: keep the choice lazy; the run forks only if it is needed.
             body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
-            text = _short(frame.module.parsed.segment(node.test))
-            key = f"truth:{test.key}" if isinstance(test, Unknown) and test.key else f"ifexp:{id(node)}"
-            if isinstance(test, Unknown) and test.key:
-                text = _short(test.text or text, 60)
-            fork = Choice(key, (body, orelse), (f"`{text}`", f"not `{text}`"))
+            written = _short(frame.module.parsed.segment(node.test))
+
+            def fork(unknown: Unknown) -> Choice:
+                # An unknown value with an identity is one decision wherever it is tested (the same
+                # ``isinstance(devices, int)`` in a function and in the helper it calls).
+                if unknown.key:
+                    text = _short(unknown.text or written, 60)
+                    return Choice(f"truth:{unknown.key}", (body, orelse), (f"`{text}`", f"not `{text}`"))
+                return Choice(f"ifexp:{id(node)}", (body, orelse), (f"`{written}`", f"not `{written}`"))
 
             def pick(option: Value) -> Value:
                 if isinstance(option, Const):
                     return body if option.value else orelse
-                return fork if isinstance(option, Unknown) else body
+                return fork(option) if isinstance(option, Unknown) else body
 
-            return fork if isinstance(test, Unknown) else self._lift(test, pick)
+            return fork(test) if isinstance(test, Unknown) else self._lift(test, pick)
         truth = self._truth(test, node.test, frame)
         if truth is None:
             return UNKNOWN
@@ -289,7 +318,13 @@ class ExpressionsMixin(RunState):
 
             def pick(option: Value) -> Value:
                 if isinstance(option, Unknown):
-                    return Unknown(text=text)
+                    if not option.key:
+                        return Unknown(text=text)
+                    # Decided by the value's own truth, one decision wherever it is tested: where it
+                    # holds, ``a and b`` is ``b`` (``a or b`` is ``a``), where not the other way round.
+                    shown = _short(option.text or text, 60)
+                    sides = (option, rest) if is_or else (rest, option)
+                    return Choice(f"truth:{option.key}", sides, (f"`{shown}`", f"not `{shown}`"))
                 truthy = bool(option.value) if isinstance(option, Const) else True
                 if is_or:
                     return option if truthy else rest
@@ -374,7 +409,7 @@ class ExpressionsMixin(RunState):
     def _compared(self, op: ast.cmpop, left: Value, right: Value, text: str) -> Value:
         result = self._compare(op, left, right)
         if result is None:
-            return self._compared_unknown(op, left, right) or Unknown(text=text)
+            return self._compared_unknown(op, left, right) or _ordered_unknown(op, left, right, text)
         return Const(result)
 
     def _compared_unknown(self, op: ast.cmpop, left: Value, right: Value) -> Optional[Value]:
@@ -481,24 +516,6 @@ class ExpressionsMixin(RunState):
     def _expr_Lambda(self, node: ast.Lambda, frame: Frame) -> Value:
         return FunctionRef(node, frame.module)
 
-    def _expr_ListComp(self, node: ast.ListComp, frame: Frame) -> Value:
-        return self._comprehension(node, frame)
-
-    _expr_SetComp = _expr_ListComp
-    _expr_GeneratorExp = _expr_ListComp
-
-    def _expr_DictComp(self, node: ast.DictComp, frame: Frame) -> Value:
-        return self._comprehension(node, frame)
-
-    def _comprehension(self, node: Any, frame: Frame) -> Value:
-        params: list[Params] = []
-        for generator in node.generators:
-            source = self._eval(generator.iter, frame)
-            params.extend(_collect_params(source))
-        if params:
-            return Seq(list(params))
-        return Unknown(text=frame.module.parsed.segment(node))
-
     def _expr_Await(self, node: ast.Await, frame: Frame) -> Value:
         return self._eval(node.value, frame)
 
@@ -510,3 +527,21 @@ def _is_property(node: ast.AST) -> bool:
         or (isinstance(d, ast.Attribute) and d.attr == "cached_property")
         for d in decorators
     )
+
+
+def _holds_container(choice: Choice) -> bool:
+    """Some option of ``choice`` is a mapping or a sequence (an item of it may be known)."""
+    return any(
+        isinstance(option, (Mapping, Seq)) or (isinstance(option, Choice) and _holds_container(option))
+        for option in choice.options
+    )
+
+
+def _ordered_unknown(op: ast.cmpop, left: Value, right: Value, text: str) -> Unknown:
+    """``ngpu > 1`` on an unknown with an identity: one decision wherever that same test is made
+    (thresholds are not related to each other: ``ngpu > 1`` and ``ngpu > 2`` are two decisions)."""
+    ordered = isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE))
+    if ordered and isinstance(left, Unknown) and left.key and isinstance(right, Const):
+        if isinstance(right.value, (int, float)) and not isinstance(right.value, bool):
+            return Unknown(text=text, key=f"order:{left.key}:{type(op).__name__}:{right.value!r}")
+    return Unknown(text=text)

@@ -36,6 +36,7 @@ from fabric_ls.analysis.values import (
     FabricObj,
     FunctionRef,
     Obj,
+    Partial,
     Seq,
     SetupDataLoader,
     SetupModule,
@@ -93,6 +94,7 @@ class FabricMixin(RunState):
             fabric_text=self._fabric_text(fabric, node, frame, direct=method in FABRIC_METHODS),
             via=self.script_call if frame.module is not self.main_env else None,
             callers=tuple(self.call_stack),
+            caught=self.catching_fabric_errors > 0,
         )
         if self.reporting:
             observed = [
@@ -248,7 +250,10 @@ class FabricMixin(RunState):
                     node.args[0] if node.args else node
                 )
                 truth = self._truth(empty_init, source, frame)
-                empty_init = Const(truth)
+                # Where the value is true, parameters go on the meta device as for True. Where it is
+                # false it may be None as well as False, and only ``False`` itself is refused
+                # (FAB003, deepspeed.py ``empty_init is False``): known as falsy, not as False.
+                empty_init = Const(True) if truth else Const(None)
             keywords["empty_init"] = empty_init
         self._emit(fabric, method, node, frame, args, keywords)
         return self._effect(fabric, method, node, frame, args, keywords, run_target)
@@ -297,13 +302,19 @@ class FabricMixin(RunState):
             function = args[0] if args else keywords.get("function")
             if self._one_strategy(state, lambda strategy: strategy.cli).cli:
                 # fabric.py:990: under `fabric run` launch() raises, and its function never runs.
-                if isinstance(function, (FunctionRef, BoundMethod)):
-                    target = function.function if isinstance(function, BoundMethod) else function
+                target = function.function if isinstance(function, Partial) else function
+                if isinstance(target, (FunctionRef, BoundMethod)):
+                    target = target.function if isinstance(target, BoundMethod) else target
                     self.executed_functions.add(id(target.node))
                 self.exited = True  # as at the script's own `raise`: this path ends here
                 raise StopRun()
             self.trail.set_attr(state, "launched", True)
             self._change_field(state, "launch_count", lambda count: count + 1)
+            if run_target and isinstance(function, Partial):
+                # ``launch(partial(train, cfg))``: ``train(cfg, fabric)``.
+                return self._call_partial(
+                    Partial(function.function, [*function.args, fabric], function.keywords), args[1:], {}
+                )
             if run_target and isinstance(function, (FunctionRef, BoundMethod)):
                 rest = args[1:]
                 if isinstance(function, BoundMethod):

@@ -17,6 +17,7 @@ from fabric_ls.analysis.command_line import (
     literal_choices,
     option_value,
 )
+from fabric_ls.analysis.config_files import CONFIG_FILE_CALLS
 from fabric_ls.analysis.hydra_calls import HYDRA_MAIN
 from fabric_ls.analysis.join import (
     StopRun,
@@ -38,6 +39,7 @@ from fabric_ls.analysis.values import (
     UNKNOWN,
     ArgOption,
     ArgParser,
+    BoundMethod,
     Choice,
     ClassRef,
     Const,
@@ -47,6 +49,7 @@ from fabric_ls.analysis.values import (
     Mapping,
     Namespace,
     Obj,
+    Partial,
     Seq,
     SetupModule,
     StrategyAttr,
@@ -69,10 +72,17 @@ class LibraryMixin(RunState):
             configured = self._hydra_call(qualname, node, frame)
             if configured is not None:
                 return configured
+        if qualname in CONFIG_FILE_CALLS:
+            return self._config_file_call(qualname, node, frame)
         tail = qualname.rsplit(".", 1)[-1]
         if tail in STRATEGY_CLASSES and qualname.startswith(("lightning", "lightning_fabric")):
             args, keywords, _ = self._eval_args(node, frame)
             return self._strategy_object(qualname, keywords, node, frame)
+        if tail == "_is_using_cli" and qualname.startswith(("lightning", "lightning_fabric")):
+            # Lightning's own test for `fabric run` (``if not _is_using_cli(): fabric.launch()``): true
+            # exactly where fabric-ls takes the script to run under it, a declared strategy.
+            self._eval_args(node, frame)
+            return Const(bool(self.assumed_strategy) and not self.force_strategy)
         if qualname in ARGUMENT_PARSERS:
             _, keywords, _ = self._eval_args(node, frame)
             return new_parser(keywords)
@@ -93,6 +103,18 @@ class LibraryMixin(RunState):
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
         args, keywords, opaque = self._eval_args(node, frame)
+        if qualname in _CONVERSIONS and len(args) == 1 and not keywords and not opaque:
+            text = frame.module.parsed.segment(node)
+            if isinstance(args[0], Choice):
+                return self._lift(args[0], lambda option: _converted(qualname, option, text))
+            return _converted(qualname, args[0], text)
+        if (
+            qualname == "functools.partial"
+            and not opaque
+            and args
+            and isinstance(args[0], (FunctionRef, BoundMethod))
+        ):
+            return Partial(args[0], args[1:], keywords)
         if qualname == "dict" and not opaque and len(args) <= 1:
             copied = args[0] if args else Mapping({})
             if isinstance(copied, Mapping):
@@ -157,7 +179,7 @@ class LibraryMixin(RunState):
 
     def _isinstance_of(self, subject: Value, classes: Value, node: ast.Call, frame: Frame) -> Value:
         if not isinstance(subject, (StrategyAttr, StrategyObj)):
-            return Unknown(text=frame.module.parsed.segment(node))
+            return _plain_isinstance(subject, classes, frame.module.parsed.segment(node))
         if isinstance(subject, StrategyAttr):
             class_name = subject.strategy.class_name
         else:
@@ -334,3 +356,40 @@ def new_parser(keywords: dict[str, Value]) -> ArgParser:
             parser.options.update(parent.options)
             parser.defaults.update(parent.defaults)
     return parser
+
+
+# Builtin types a literal can be tested against exactly (``isinstance(devices, int)``).
+_BUILTIN_TYPES: dict[str, type] = {
+    t.__name__: t for t in (int, float, str, bool, bytes, list, tuple, dict, set, frozenset, complex)
+}
+
+
+def _plain_isinstance(subject: Value, classes: Value, text: str) -> Value:
+    """``isinstance`` of something other than a strategy: exact for a literal tested against builtin
+    types; for a value known only by what it is (a parameter), one answer wherever the same value is
+    tested against the same classes (``isinstance(devices, int)`` in a function and in the helper it
+    passes ``devices`` to); unknown otherwise."""
+    items = _items(classes) if isinstance(classes, Seq) else [classes]
+    names = [item.qualname if isinstance(item, External) else None for item in items]
+    if isinstance(subject, Const) and names and all(name in _BUILTIN_TYPES for name in names):
+        return Const(isinstance(subject.value, tuple(_BUILTIN_TYPES[name] for name in names)))  # type: ignore[index]
+    if isinstance(subject, Unknown) and subject.key and names and all(names):
+        return Unknown(text=text, key=f"isinstance:{subject.key}:{','.join(names)}")  # type: ignore[arg-type]
+    return Unknown(text=text)
+
+
+# ``int(os.environ.get("NGPU", "1"))``: a plain value, known where its argument is.
+_CONVERSIONS: dict[str, type] = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _converted(qualname: str, argument: Value, text: str) -> Value:
+    """A builtin conversion: computed for a literal, an unknown value otherwise (never an object:
+    its truth and comparisons are those of a plain value)."""
+    if isinstance(argument, Const) and isinstance(argument.value, (str, int, float, bool, type(None))):
+        try:
+            return Const(_CONVERSIONS[qualname](argument.value), argument.origins)
+        except (TypeError, ValueError, OverflowError):
+            return Unknown(text=text)
+    if isinstance(argument, Unknown) and argument.key:
+        return Unknown(text=text, key=f"{argument.key}:{qualname}")  # one value, converted
+    return Unknown(text=text)

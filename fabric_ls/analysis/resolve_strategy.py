@@ -24,6 +24,12 @@ PRECISIONS = (
     "32-true",
     "64-true",
 )
+# What ``Fabric(precision=...)`` accepts (connector.py ``_convert_precision_to_unified_args``).
+PRECISION_VALUES: tuple[Any, ...] = (*PRECISIONS, 64, 32, 16, "64", "32", "16", "bf16")
+# The accelerator registry's names, in the order Lightning lists them (connector.py:204), and the two
+# names the connector accepts beside them. Compared as written: "GPU" is no name.
+ACCELERATOR_REGISTRY = ("tpu", "cuda", "mps", "cpu")
+ACCELERATOR_NAMES = frozenset({"auto", "gpu", *ACCELERATOR_REGISTRY})
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,9 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
             if entry.broken:
                 unknown_reason = f"`{name}` cannot be built from a string ({entry.broken})"
 
+    argument_problem = _argument_problem(config)
+    if argument_problem is not None:
+        problems.append(("FAB038", argument_problem))
     if class_name is not None and accelerator not in (None, "auto", "cuda"):
         # connector.py:436: the exact FSDPStrategy type (or its names) needs CUDA.
         exact_fsdp = class_name == "FSDPStrategy" and (
@@ -229,6 +238,35 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         if count is not None and isinstance(config.num_nodes, int)
         else None,
     )
+
+
+def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], ...]]:
+    """The first of the connector's checks after the strategy name that a constant argument fails
+    (connector.py, in its order): the accelerator name, the precision, ``num_nodes``, ``devices``."""
+    accelerator = config.accelerator
+    if isinstance(accelerator, str) and accelerator not in ACCELERATOR_NAMES:
+        return (("argument", "accelerator"), ("value", accelerator))
+    if config.precision_known and config.precision is not None:
+        try:
+            valid = config.precision in PRECISION_VALUES
+        except TypeError:
+            valid = False
+        if not valid:
+            return (("argument", "precision"), ("value", config.precision))
+    nodes = config.num_nodes
+    if isinstance(nodes, int) and nodes < 1:
+        return (("argument", "num_nodes"), ("value", nodes))
+    if config.devices_known and _is_no_device(config.devices):
+        return (("argument", "devices"), ("value", config.devices), ("accelerator", accelerator or "auto"))
+    return None
+
+
+def _is_no_device(devices: Any) -> bool:
+    """connector.py:305 ``devices in ([], 0, "0")`` (by equality, as Python's ``in``: False is 0)."""
+    try:
+        return bool(devices in ([], 0, "0"))
+    except TypeError:
+        return False
 
 
 def _auto(

@@ -9,8 +9,9 @@ A statement that needs one of several values runs once per value and is joined; 
 run itself forks (``Decisions``, and ``explore`` runs the others) only where two sides
 cannot be one state. Loops run their body once.
 
-The evaluator is split by concern into mixins (statements, conditions, expressions,
-calls, library, fabric_calls, fabric_strategies); ``Run`` holds the state they share.
+The evaluator is split by concern into mixins (statements, conditions, expressions, calls,
+library, fabric_calls, fabric_strategies, hydra_calls, config_files, comprehensions); ``Run``
+holds the state they share.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import os
 from typing import Optional
 
 from fabric_ls.analysis.calls import CallsMixin
+from fabric_ls.analysis.comprehensions import ComprehensionsMixin
 from fabric_ls.analysis.conditions import ConditionsMixin
+from fabric_ls.analysis.config_files import ConfigFilesMixin
 from fabric_ls.analysis.events import FabricState, StatementPlace
 from fabric_ls.analysis.expressions import ExpressionsMixin
 from fabric_ls.analysis.fabric_calls import FabricMixin
@@ -68,11 +71,13 @@ class Run(
     StatementsMixin,
     ConditionsMixin,
     ExpressionsMixin,
+    ComprehensionsMixin,
     CallsMixin,
     LibraryMixin,
     FabricMixin,
     FabricStrategiesMixin,
     HydraMixin,
+    ConfigFilesMixin,
 ):
     """One execution of a program; both sides of undecided branches, joined."""
 
@@ -97,6 +102,8 @@ class Run(
         self.guard = TRUE
         self.trail = Trail()
         self.try_depth = 0
+        # Of those ``try`` blocks, how many catch what Lightning's checks raise (CallEvent.caught).
+        self.catching_fabric_errors = 0
         # Where ``hydra.initialize(...)``, called outside a ``with``, points ``compose``.
         self.hydra_config_dir: Optional[str] = None
         # Hydra's ``ConfigStore.instance()``: one per run, what the script stores in it.

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
         ConfigStore,
         ContextValue,
         FabricObj,
+        FilePath,
         FunctionRef,
         Mapping,
         Namespace,
+        Partial,
         Subcommands,
         Value,
     )
@@ -56,6 +58,7 @@ class RunState:
     guard: int
     trail: Trail
     try_depth: int
+    catching_fabric_errors: int
     hydra_config_dir: Optional[str]
     config_store: ConfigStore
     splittable: int
@@ -96,6 +99,10 @@ class RunState:
             entry: bool = False,
         ) -> Value: ...
         # calls.py
+        def _call_partial(
+            self, callee: Partial, args: list[Value], keywords: dict[str, Value], opaque: bool = False
+        ) -> Value: ...
+        # calls.py
         def _eval_args(self, node: ast.Call, frame: Frame) -> tuple[list[Value], dict[str, Value], bool]: ...
         # calls.py
         def _generic_result(
@@ -128,6 +135,12 @@ class RunState:
         def _split(self, value: Value, node: ast.AST, frame: Frame, relevant: bool = True) -> Any: ...
         # conditions.py
         def _truth(self, value: Value, node: ast.AST, frame: Frame, fork: bool = True) -> Optional[bool]: ...
+        # config_files.py
+        def _config_file_call(self, qualname: str, node: ast.Call, frame: Frame) -> Value: ...
+        # config_files.py
+        def _file_method(
+            self, file: FilePath, attr: str, node: ast.Call, frame: Frame
+        ) -> Optional[Value]: ...
         # expressions.py
         def _attribute(self, owner: Value, attr: str, node: ast.AST, frame: Frame) -> Value: ...
         # expressions.py

@@ -135,6 +135,8 @@ class Frame:
         self.trail = trail
         self.uid = new_uid()
         self.pending_returns: list[PendingReturn] = []
+        # The names the function makes local (fabric_ls.analysis.scopes), once they are asked for.
+        self.local_names: Optional[frozenset[str]] = None
 
     def lookup(self, name: str) -> Optional[Value]:
         if self.locals is not None and name in self.locals:

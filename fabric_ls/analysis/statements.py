@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Optional
 
+from fabric_ls.analysis.config_files import holds_file
 from fabric_ls.analysis.events import StatementPlace
 from fabric_ls.analysis.guards import FALSE
 from fabric_ls.analysis.join import Break as _Break
@@ -40,7 +41,9 @@ from fabric_ls.analysis.values import (
     ContextValue,
     Evidence,
     External,
+    FabricObj,
     FunctionRef,
+    LazyItems,
     Mapping,
     ModuleRef,
     Namespace,
@@ -270,13 +273,15 @@ class StatementsMixin(RunState):
         pushed = 0
         for item in node.items:
             value = self._eval(item.context_expr, frame)
-            if isinstance(value, Choice):
+            if isinstance(value, Choice) and not holds_file(value):
                 value = self._concrete(value)
             if isinstance(value, ContextValue):
                 self.contexts.append(value)
                 pushed += 1
             if item.optional_vars is not None:
-                self._assign(item.optional_vars, UNKNOWN, frame, node)
+                # ``with open("config.yaml") as f``: a file's ``__enter__`` gives the file itself.
+                opened = value if holds_file(value) else UNKNOWN
+                self._assign(item.optional_vars, opened, frame, node)
         try:
             self._exec_block(node.body, frame)
         finally:
@@ -293,6 +298,8 @@ class StatementsMixin(RunState):
             self._exec_block(node.finalbody, frame)
             return
         self.try_depth += 1
+        catching = any(_catches_fabric_errors(handler) for handler in node.handlers)
+        self.catching_fabric_errors += catching
         completed = False
         try:
             self._exec_block(node.body, frame)
@@ -304,6 +311,7 @@ class StatementsMixin(RunState):
             self.exited = False
         finally:
             self.try_depth -= 1
+            self.catching_fabric_errors -= catching
         if completed:
             self._exec_block(node.orelse, frame)
         self._exec_block(node.finalbody, frame)
@@ -319,7 +327,27 @@ class StatementsMixin(RunState):
 
     # ----- assignment --------------------------------------------------------------
 
+    def _identified(self, value: Value, target: ast.AST, frame: Frame) -> Value:
+        """An unknown value bound to a name or an attribute, given an identity there: every test of
+        it is then one decision (``use_ds = os.environ.get("USE_DS") == "1"``, then ``if use_ds:``
+        twice). The identity is the binding's place and the calls on the way to it, so a helper
+        called from two places binds two values, and every run of the program binds the same one."""
+        if isinstance(value, Obj) and not value.truth_key:
+            value.truth_key = self._binding_key(target, frame)  # ``x = load(); if x: ...; if x: ...``
+            return value
+        if type(value) is not Unknown or value.key or value is UNKNOWN:
+            return value
+        text = value.text or frame.module.parsed.segment(target)
+        return Unknown(reason=value.reason, text=text, key=self._binding_key(target, frame))
+
+    def _binding_key(self, target: ast.AST, frame: Frame) -> str:
+        where = f"{frame.module.path}:{target.lineno}:{target.col_offset}"  # type: ignore[attr-defined]
+        calls = ",".join(f"{node.lineno}.{node.col_offset}" for _, node in self.call_stack)
+        return f"bound:{where}@{calls}"
+
     def _assign(self, target: ast.AST, value: Value, frame: Frame, statement: ast.AST) -> None:
+        if isinstance(target, (ast.Name, ast.Attribute)):
+            value = self._identified(value, target, frame)
         if isinstance(target, ast.Name):
             if isinstance(value, Const) and isinstance(value.value, str):
                 origin = Evidence(frame.module.parsed, statement, f"`{target.id}` set here")
@@ -351,6 +379,10 @@ class StatementsMixin(RunState):
                 self.trail.set_item(owner.attrs, target.attr, value, owner)
             elif isinstance(owner, ConfigMapping):
                 self.trail.set_item(owner.items, target.attr, value, owner)  # ``cfg.fabric.devices = 2``
+            elif isinstance(owner, FabricObj) and target.attr == "_launched" and isinstance(value, Const):
+                # What Fabric's launch check reads (``_validate_launched``); Lightning's own tests set it
+                # for a Fabric whose processes another one launched.
+                self.trail.set_attr(owner.site, "launched", bool(value.value))
             elif isinstance(owner, Namespace):
                 # ``args.strategy = "deepspeed"``: what later reads of it see.
                 self._parsed_value(owner, target.attr, target.attr)
@@ -363,6 +395,32 @@ class StatementsMixin(RunState):
                     self.trail.set_item(owner.items, key.value, value, owner)
                 except TypeError:
                     pass
+            elif isinstance(owner, Mapping) and not isinstance(owner.items, LazyItems):
+                # ``for k in nets: nets[k] = fabric.setup(nets[k])``: any item may now be the new value
+                # (the loop ran once, on no key in particular), so none of them is known any more.
+                for known in list(owner.items):
+                    self.trail.set_item(
+                        owner.items, known, Unknown(text=frame.module.parsed.segment(target)), owner
+                    )
+
+
+# What Lightning's setup checks raise, and their bases: a handler of one of these goes on after them.
+_FABRIC_ERRORS = frozenset(
+    {"RuntimeError", "ValueError", "TypeError", "NotImplementedError", "Exception", "BaseException"}
+)
+
+
+def _catches_fabric_errors(handler: ast.ExceptHandler) -> bool:
+    """``except:``, ``except Exception:``, ``except (ValueError, KeyError):``, ..."""
+    caught = handler.type
+    if caught is None:
+        return True
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(
+        (isinstance(name, ast.Name) and name.id in _FABRIC_ERRORS)
+        or (isinstance(name, ast.Attribute) and name.attr in _FABRIC_ERRORS)
+        for name in names
+    )
 
 
 def _interrupt_only(handler: ast.ExceptHandler) -> bool:

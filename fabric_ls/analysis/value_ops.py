@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -24,6 +25,7 @@ from fabric_ls.analysis.values import (
     Const,
     External,
     FabricObj,
+    FilePath,
     FunctionRef,
     LazyItems,
     LoaderBatch,
@@ -119,6 +121,16 @@ def _first_item(value: Value) -> Value:
 def _binop(op: ast.operator, left: Value, right: Value) -> Value:
     if isinstance(left, ModelOutput):
         return left
+    if (
+        isinstance(left, FilePath)
+        and left.form == "path"
+        and isinstance(op, ast.Div)
+        and isinstance(right, Const)
+        and isinstance(right.value, str)
+    ):
+        # ``Path("configs") / "train.yaml"``
+        relative = os.path.join(left.relative, right.value)
+        return FilePath(left.created_at, left.created_path, relative=relative)
     if isinstance(right, ModelOutput):
         return right
     if isinstance(left, Const) and isinstance(right, Const):

@@ -234,6 +234,18 @@ class Obj(Value):
     uid: int = field(default_factory=lambda: next(_ids))
     # Where the object exists (a guard, fabric_ls.analysis.guards): built on one side of a branch.
     existence_guard: int = 1
+    # Once bound to a name, its truth is one decision wherever it is tested (StatementsMixin._identified).
+    truth_key: str = ""
+
+
+@dataclass(eq=False)
+class FilePath(Obj):
+    """A file the script names and may read a configuration from (fabric_ls.analysis.config_files):
+    ``Path("configs/train.yaml")`` (form "path"), ``open(...)`` of it (form "handle"), or the text
+    ``.read()`` gave (form "text"). ``relative``: the path as the script writes it."""
+
+    relative: str = ""
+    form: str = "path"
 
 
 @dataclass(eq=False)
@@ -344,6 +356,16 @@ class FunctionRef(Value):
 class BoundMethod(Value):
     function: FunctionRef
     receiver: Value
+
+
+@dataclass(eq=False)
+class Partial(Value):
+    """``functools.partial(train, cfg)``: a function of the script with its first arguments given
+    (``fabric.launch(partial(train, cfg))`` runs ``train(cfg, fabric)``)."""
+
+    function: Value  # FunctionRef | BoundMethod
+    args: list[Value]
+    keywords: dict[str, Value]
 
 
 @dataclass(eq=False)

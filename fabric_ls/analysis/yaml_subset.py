@@ -5,7 +5,9 @@ and ``{a: 1}``, plain and quoted scalars, comments. This reads that subset into 
 nothing else: a node written with anything else (an anchor, a tag, a block scalar, a date) is
 ``UNSUPPORTED``, which the analysis reads as a value it does not know. A document it cannot follow
 at all gives None. Scalars resolve as OmegaConf's loader resolves them (YAML 1.1: ``yes`` is
-true, ``1e-3`` is a float), which ``tests/test_hydra_yaml.py`` checks against OmegaConf itself.
+true, ``1e-3`` is a float), which ``tests/test_hydra_yaml.py`` checks against OmegaConf itself;
+with ``dialect=PLAIN_YAML`` as PyYAML's ``safe_load`` does (the same, but a float needs a dot and
+a signed exponent: ``1e-3`` and ``1.0e5`` are strings), checked against PyYAML.
 
 A reader of our own rather than PyYAML: the bundled server carries no compiled dependency, and
 reading a file never runs anything it says.
@@ -14,7 +16,7 @@ reading a file never runs anything it says.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 class _Unsupported:
@@ -37,6 +39,8 @@ _INT = re.compile(r"[-+]?(0|[1-9][0-9_]*)$")
 _FLOAT = re.compile(
     r"([-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9]([0-9_]*[0-9])?[eE][-+]?[0-9]+|\.[0-9_]+([eE][-+][0-9]+)?)$"
 )
+# PyYAML's own float resolver (yaml/resolver.py), for plain ``yaml.safe_load``.
+_PLAIN_FLOAT = re.compile(r"([-+]?[0-9][0-9_]*\.[0-9_]*([eE][-+][0-9]+)?|\.[0-9][0-9_]*([eE][-+][0-9]+)?)$")
 _INFINITY = re.compile(r"([-+]?)\.(inf|Inf|INF)$")
 _NAN = re.compile(r"\.(nan|NaN|NAN)$")
 # Forms YAML 1.1 resolves to something else than a string (octal, hex, sexagesimal, dates).
@@ -44,6 +48,10 @@ _OTHER_FORMS = re.compile(
     r"[-+]?(0[0-9_]+|0x[0-9a-fA-F_]+|0b[01_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?)$|\d{4}-\d\d?-\d\d?"
 )
 _PACKAGE = re.compile(r"#\s*@package\s+(\S+)")
+
+# How scalars resolve: as OmegaConf's loader (Hydra, ``OmegaConf.load``) or PyYAML's ``safe_load``.
+OMEGACONF = "omegaconf"
+PLAIN_YAML = "yaml"
 
 
 class YamlError(Exception):
@@ -64,16 +72,17 @@ def package_directive(text: str) -> Optional[str]:
     return None
 
 
-def load_yaml(text: str) -> Optional[Any]:
+def load_yaml(text: str, dialect: str = OMEGACONF) -> Optional[Any]:
     """The document as Python data (dicts, lists, scalars, ``UNSUPPORTED`` nodes), or None. A
-    document with nothing in it is an empty mapping (as Hydra reads an empty config file)."""
+    document with nothing in it is an empty mapping (as Hydra reads an empty config file;
+    PyYAML's ``safe_load`` gives None for it, which the caller reads as such)."""
     if len(text) > MAX_YAML_CHARS:
         return None
     try:
         lines = _lines(text)
         if not lines:
             return {}
-        reader = _BlockReader(lines)
+        reader = _BlockReader(lines, _plain_scalar if dialect == PLAIN_YAML else _scalar)
         value = reader.block(lines[0][0])
         if reader.position != len(lines):
             raise YamlError("text after the document")
@@ -122,9 +131,10 @@ def _starts_scalar(line: str, index: int) -> bool:
 
 
 class _BlockReader:
-    def __init__(self, lines: list[list[Any]]) -> None:
+    def __init__(self, lines: list[list[Any]], scalar: Callable[[str], Any]) -> None:
         self.lines = lines
         self.position = 0
+        self.scalar = scalar
 
     def block(self, indent: int) -> Any:
         content = self.lines[self.position][1]
@@ -151,7 +161,7 @@ class _BlockReader:
             key_text, rest = split
             if key_text == "<<" or key_text.startswith(("?", "&", "!", "*")):
                 unsupported = True
-            key = _scalar(key_text)
+            key = self.scalar(key_text)
             unsupported = unsupported or key is UNSUPPORTED
             self.position += 1
             result[key] = self.value_after(rest, indent, allow_sequence=True)
@@ -209,7 +219,7 @@ class _BlockReader:
 
     def scalar_or_flow(self, text: str) -> Any:
         if text[0] in "[{":
-            reader = _FlowReader(text)
+            reader = _FlowReader(text, self.scalar)
             value = reader.value()
             reader.skip_spaces()
             if reader.index != len(text):
@@ -220,7 +230,7 @@ class _BlockReader:
             if text[end:].strip():
                 raise YamlError("text after a quoted scalar")
             return value
-        return _scalar(text)
+        return self.scalar(text)
 
 
 def _split_key(content: str) -> Optional[tuple[str, str]]:
@@ -316,12 +326,23 @@ def _scalar(text: str) -> Any:
     return text
 
 
+def _plain_scalar(text: str) -> Any:
+    """A scalar as PyYAML's ``safe_load`` resolves it: OmegaConf's floats without a dot, or with an
+    unsigned exponent, stay strings there."""
+    value = _scalar(text)
+    special = _INFINITY.match(text) or _NAN.match(text)
+    if isinstance(value, float) and not special and not _PLAIN_FLOAT.match(text):
+        return text
+    return value
+
+
 class _FlowReader:
     """``[a, {b: 1}]`` on one (joined) line."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, scalar: Callable[[str], Any]) -> None:
         self.text = text
         self.index = 0
+        self.scalar = scalar
 
     def skip_spaces(self) -> None:
         while self.index < len(self.text) and self.text[self.index] == " ":
@@ -349,7 +370,7 @@ class _FlowReader:
             if char == ":" and self.text[self.index + 1 : self.index + 2] in (" ", ",", "]", "}", ""):
                 break
             self.index += 1
-        return _scalar(self.text[start : self.index].strip())
+        return self.scalar(self.text[start : self.index].strip())
 
     def collection(self, close: str) -> Any:
         self.index += 1

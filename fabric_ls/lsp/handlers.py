@@ -62,8 +62,8 @@ async def on_initialized(ls: FabricLanguageServer, params: types.InitializedPara
                     watchers=[
                         types.FileSystemWatcher(glob_pattern="**/*.py"),
                         types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
-                        # Hydra's config files: what ``@hydra.main`` scripts are configured with.
-                        types.FileSystemWatcher(glob_pattern="**/*.{yaml,yml}"),
+                        # Config files: Hydra's, and the YAML or JSON a script loads itself.
+                        types.FileSystemWatcher(glob_pattern="**/*.{yaml,yml,json}"),
                     ]
                 ),
             )

@@ -36,8 +36,9 @@ logger = logging.getLogger("fabric_ls.server")
 SERVER_NAME = "fabric-ls"
 CONFIG_SECTION = workspace_config.CLIENT_SECTION
 PYTHON_SUFFIXES = (".py", ".pyi")
-# Files a script may be configured by (Hydra, OmegaConf): read by the analysis, watched on disk.
-CONFIG_SUFFIXES = (".yaml", ".yml")
+# Files a script may be configured by (Hydra, OmegaConf, ``yaml.safe_load``, ``json.load``): read by
+# the analysis, watched on disk.
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 CONFIG_TIMEOUT = 3.0
 
 

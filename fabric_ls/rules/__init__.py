@@ -34,6 +34,8 @@ from fabric_ls.analysis.events import CallEvent, Violation
 LIGHTNING_ORDER: tuple[str, ...] = (
     # Fabric(...): the connector validates names and flags, then the accelerator, then precision.
     "FAB021",
+    # then the accelerator name, the precision, num_nodes and devices (connector.py:199-311)
+    "FAB038",
     "FAB018",
     "FAB022",
     # then, once the strategy has its launcher, the interactive check (connector.py:522).

@@ -14,11 +14,18 @@ METHODS = ("no_backward_sync",)
 
 def check(event: CallEvent) -> Optional[Violation]:
     module = event.args[0] if event.args else event.keywords.get("module")
-    # Only an object known to be the raw module: it was set up (the wrapper went
-    # elsewhere) or it is an instance of a class in the workspace.
-    if isinstance(module, Obj) and ("__setup__" in module.attrs or module.cls is not None):
+    # Only an object known to be the raw module: it was set up (the wrapper went elsewhere), it is an
+    # instance of a class in the workspace, or of a ``torch.nn`` module class (``torch.nn.Linear``).
+    if isinstance(module, Obj) and (
+        "__setup__" in module.attrs or module.cls is not None or _torch_module_class(module.library_class)
+    ):
         return Violation(event.node)
     return None
+
+
+def _torch_module_class(qualname: str) -> bool:
+    package, _, name = qualname.rpartition(".")
+    return (package == "torch.nn" or package.startswith("torch.nn.modules")) and name[:1].isupper()
 
 
 VALID: list[str] = []
@@ -32,6 +39,21 @@ model = torch.nn.Linear(4, 2)
 fabric_model = fabric.setup(model)
 with fabric.no_backward_sync(model):
     pass
+""",
+        7,
+        profile="cpu",
+    ),
+    # A ``torch.nn`` module, set up only after the ``with``.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=1)
+model = torch.nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+with fabric.no_backward_sync(model):
+    pass
+model, optimizer = fabric.setup(model, optimizer)
 """,
         7,
         profile="cpu",

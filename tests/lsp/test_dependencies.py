@@ -126,3 +126,38 @@ async def test_a_hydra_config_changed_on_disk_reanalyses_the_script(
     )
     found = await session.diagnostics(train, until=lambda found: bool(found))
     assert _codes(found) == ["FAB001"] and "config group `fabric` is 'zero'" in found[0].message
+
+
+_JSON_SCRIPT = """import json
+
+import torch
+from lightning.fabric import Fabric
+
+with open("config.json") as f:
+    config = json.load(f)
+fabric = Fabric(**config["fabric"])
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model = fabric.setup_module(model)
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+optimizer = fabric.setup_optimizers(optimizer)
+"""
+
+
+async def test_a_json_config_changed_on_disk_reanalyses_the_script(
+    session: Session, tmp_path: pathlib.Path
+) -> None:
+    """A script that loads its settings from a JSON file: the file is a dependency like a helper module."""
+    config = tmp_path / "config.json"
+    config.write_text('{"fabric": {"accelerator": "cuda", "devices": 2, "strategy": "deepspeed"}}')
+    (tmp_path / "train.py").write_text(_JSON_SCRIPT)
+    train = session.open(tmp_path / "train.py")
+    assert _codes(await session.diagnostics(train)) == ["FAB001"]
+
+    config.write_text('{"fabric": {"accelerator": "cuda", "devices": 2, "strategy": "ddp"}}')
+    session.client.workspace_did_change_watched_files(
+        types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=uri_of(config), type=types.FileChangeType.Changed)]
+        )
+    )
+    assert await session.diagnostics(train, until=lambda found: not found) == []

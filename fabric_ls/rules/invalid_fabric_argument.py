@@ -1,0 +1,146 @@
+"""FAB038: ``Fabric(...)`` given an accelerator name, a precision, ``num_nodes`` or ``devices`` that the
+connector refuses (``accelerator="GPU"``, ``precision="fp16"``, ``devices=0``)."""
+
+from __future__ import annotations
+
+import ast
+from difflib import get_close_matches
+from typing import Any, Optional
+
+from fabric_ls.analysis.events import CallEvent, Violation
+from fabric_ls.analysis.resolve_strategy import ACCELERATOR_NAMES, ACCELERATOR_REGISTRY, PRECISIONS
+from fabric_ls.fixes import make_fix
+from fabric_ls.model import Fix, TextEdit
+from fabric_ls.rules.common import Case
+
+RULE = "FAB038"
+METHODS = ("Fabric",)
+# Raised whatever the strategy: the message is not tagged with it.
+NAMES_STRATEGY = False
+
+# Precision names of other tools, and the Fabric name that means the same.
+_PRECISION_SYNONYMS = {
+    "fp16": "16-mixed",
+    "float16": "16-mixed",
+    "half": "16-mixed",
+    "amp": "16-mixed",
+    "mixed": "16-mixed",
+    "16-bit": "16-mixed",
+    "bfloat16": "bf16-mixed",
+    "bf16_mixed": "bf16-mixed",
+    "fp32": "32-true",
+    "float32": "32-true",
+    "full": "32-true",
+    "32-bit": "32-true",
+    "fp64": "64-true",
+    "float64": "64-true",
+    "double": "64-true",
+}
+
+
+def check(event: CallEvent) -> Optional[Violation]:
+    strategy = event.strategy
+    if strategy.cli:
+        return None  # under `fabric run` the LT_* variables replace the script's arguments
+    for found, args in strategy.problems:
+        if found == RULE:
+            values = dict(args)
+            problem, advice, replacement = _explained(values)
+            fix = None
+            if replacement is not None:
+                # Only a change of case is sure to mean the same; another tool's name may not.
+                same = str(values["value"]).lower() == replacement
+                fix = _replace_fix(event, values["argument"], replacement, safe=same)
+            return Violation(event.node, {"problem": problem, "advice": advice}, fix)
+    return None
+
+
+def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
+    """Lightning's sentence for the argument, what to write instead, and a replacement where one is sure."""
+    argument, value = values["argument"], values["value"]
+    if argument == "accelerator":
+        problem = (
+            f"You selected an invalid accelerator name: `accelerator={value!r}`. Available names are: auto, "
+            f"{', '.join(ACCELERATOR_REGISTRY)}."
+        )
+        lower = value.lower()
+        if lower in ACCELERATOR_NAMES:
+            return problem, f'Names are case-sensitive: use `accelerator="{lower}"`.', lower
+        close = get_close_matches(lower, sorted(ACCELERATOR_NAMES), n=1, cutoff=0.6)
+        if close:
+            return problem, f'Did you mean `accelerator="{close[0]}"`?', None
+        return problem, "Use `auto`, `cpu`, `cuda` (or `gpu`), `mps` or `tpu`.", None
+    if argument == "precision":
+        problem = f"Precision {value!r} is invalid."
+        text = str(value).lower()
+        meant = text if text in PRECISIONS else _PRECISION_SYNONYMS.get(text)
+        if meant is not None:
+            return problem, f'Fabric calls it `precision="{meant}"`.', meant
+        return problem, "Use one of " + ", ".join(f"`{name!r}`" for name in PRECISIONS) + ".", None
+    if argument == "num_nodes":
+        problem = f"`num_nodes` must be a positive integer, but got {value}."
+        return problem, "It counts machines: `num_nodes=1` (the default) for one.", None
+    problem = (
+        f"`Fabric(devices={value!r})` value is not a valid input using {values.get('accelerator', 'auto')} "
+        "accelerator."
+    )
+    return problem, "For the first GPU write `devices=[0]`; for one device, `devices=1`.", None
+
+
+def _replace_fix(event: CallEvent, argument: str, replacement: str, safe: bool) -> Optional[Fix]:
+    """``accelerator="GPU"`` → ``accelerator="gpu"``, ``precision="fp16"`` → ``precision="16-mixed"``:
+    only where the literal is written in this call."""
+    for keyword in event.node.keywords:
+        if keyword.arg == argument and isinstance(keyword.value, ast.Constant):
+            return make_fix(RULE, [TextEdit(event.parsed.span(keyword.value), f'"{replacement}"')], safe=safe)
+    return None
+
+
+VALID = [
+    """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="gpu", devices=2, precision="bf16")
+""",
+    """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=-1, num_nodes=1, precision=16)
+""",
+]
+INVALID = [
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="GPU", devices=2)
+""",
+        3,
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="gpu", devices=2)
+""",
+    ),
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, precision="fp16")
+""",
+        3,
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, precision="16-mixed")
+""",
+    ),
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=0)
+""",
+        3,
+    ),
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, num_nodes=0)
+""",
+        3,
+    ),
+]
