@@ -203,6 +203,67 @@ loader = fabric.setup_dataloaders(range(8))
         (("FAB015", 4),),
         ("TypeError", True, 4),
     ),
+    # A function defined inside another reads its names when it runs: here the enclosing ``fabric``.
+    "a nested function using the enclosing fabric": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+
+def run():
+    fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+    fabric.launch()
+
+    def setup_all(model):
+        model = fabric.setup_module(model)
+        optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+        return model, optimizer
+
+    model, optimizer = setup_all(torch.nn.Linear(4, 4))
+
+
+run()
+""",
+        "gpu8",
+        (("FAB001", 11),),
+        ("RuntimeError", True, 11),
+    ),
+    # A loop that sets a model up per item of a short known range runs per item: two DeepSpeed
+    # engines, so ``backward`` needs ``model=`` (as an ensemble of critics does).
+    "models set up in a loop": Shape(
+        """import torch
+import lightning as L
+
+fabric = L.Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+ensemble = []
+for _ in range(2):
+    net = torch.nn.Linear(4, 4)
+    ensemble.append(fabric.setup(net, torch.optim.AdamW(net.parameters())))
+model, optimizer = ensemble[0]
+fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
+""",
+        "gpu8",
+        (("FAB005", 11),),
+        ("ValueError", True, 11),
+    ),
+    # ... and one model: no FAB005.
+    "one model set up in a loop": Shape(
+        """import torch
+import lightning as L
+
+fabric = L.Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+ensemble = []
+for _ in range(1):
+    net = torch.nn.Linear(4, 4)
+    ensemble.append(fabric.setup(net, torch.optim.AdamW(net.parameters())))
+model, optimizer = ensemble[0]
+fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
+""",
+        "gpu8",
+        (),
+        None,
+    ),
     # An error the script catches does not end it: the same rule's next mistake is reached and reported.
     "an error caught, then another": Shape(
         """import torch

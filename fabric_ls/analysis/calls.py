@@ -404,6 +404,7 @@ class CallsMixin(RunState):
         if self.depth >= MAX_DEPTH:
             return UNKNOWN
         frame = Frame(function.module, node, self.trail)
+        frame.enclosing = function.closure
         self._bind_params(node, frame, args, keywords, opaque, entry)
         # A helper that touches nothing Fabric-related: its own conditions only decide what it
         # returns, so they are summed up as "`f(...)` returns X" (see _summarize).

@@ -514,7 +514,7 @@ class ExpressionsMixin(RunState):
         return None
 
     def _expr_Lambda(self, node: ast.Lambda, frame: Frame) -> Value:
-        return FunctionRef(node, frame.module)
+        return FunctionRef(node, frame.module, closure=frame if frame.locals is not None else None)
 
     def _expr_Await(self, node: ast.Await, frame: Frame) -> Value:
         return self._eval(node.value, frame)

@@ -165,6 +165,9 @@ class LibraryMixin(RunState):
             result.library_class = qualname
         if isinstance(result, Obj) and (qualname.startswith("torch.optim.") and tail[:1].isupper()):
             result.is_optimizer_class = True
+        if qualname == "range" and isinstance(result, Obj) and len(args) == 1 and isinstance(args[0], Const):
+            if isinstance(args[0].value, int) and not isinstance(args[0].value, bool):
+                result.attrs["__length__"] = Const(max(args[0].value, 0))  # a loop may run per item
         return result
 
     def _isinstance(self, node: ast.Call, frame: Frame) -> Value:

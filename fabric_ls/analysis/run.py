@@ -7,7 +7,8 @@ run on one state (undone between them through ``trail``) and are joined where th
 guards (``guards``), and Fabric calls are recorded with the guard they happen under.
 A statement that needs one of several values runs once per value and is joined; the
 run itself forks (``Decisions``, and ``explore`` runs the others) only where two sides
-cannot be one state. Loops run their body once.
+cannot be one state. Loops run their body once (one over a short known sequence whose body sets
+something up runs it per item).
 
 The evaluator is split by concern into mixins (statements, conditions, expressions, calls,
 library, fabric_calls, fabric_strategies, hydra_calls, config_files, comprehensions); ``Run``

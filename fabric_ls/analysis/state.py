@@ -137,10 +137,14 @@ class Frame:
         self.pending_returns: list[PendingReturn] = []
         # The names the function makes local (fabric_ls.analysis.scopes), once they are asked for.
         self.local_names: Optional[frozenset[str]] = None
+        # The frame of the function this one was defined in (a closure reads its names).
+        self.enclosing: Optional["Frame"] = None
 
     def lookup(self, name: str) -> Optional[Value]:
         if self.locals is not None and name in self.locals:
             return self.locals[name]
+        if self.enclosing is not None:
+            return self.enclosing.lookup(name)
         return self.module.globals.get(name)
 
     def bind(self, name: str, value: Value) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import weakref
 from typing import Any, Optional
 
 from fabric_ls.analysis.config_files import holds_file
@@ -48,6 +49,7 @@ from fabric_ls.analysis.values import (
     ModuleRef,
     Namespace,
     Obj,
+    Seq,
     StrategyObj,
     Unknown,
     Value,
@@ -138,7 +140,9 @@ class StatementsMixin(RunState):
         self._assign(node.target, _binop(node.op, current, right), frame, node)
 
     def _stmt_FunctionDef(self, node: ast.FunctionDef, frame: Frame) -> None:
-        frame.bind(node.name, FunctionRef(node, frame.module))
+        # Defined in a function, it reads that function's names (``fabric``) as they are when it runs.
+        closure = frame if frame.locals is not None else None
+        frame.bind(node.name, FunctionRef(node, frame.module, closure=closure))
 
     _stmt_AsyncFunctionDef = _stmt_FunctionDef
 
@@ -256,6 +260,15 @@ class StatementsMixin(RunState):
 
     def _stmt_For(self, node: ast.For, frame: Frame) -> None:
         iterable = self._eval(node.iter, frame)
+        items = _unrolled_items(node, iterable)
+        if items is not None:
+            # ``for net in (generator, critic): ... fabric.setup(net, ...)``: each model is set up, so
+            # the body runs once per item (it has no jump that would end the loop early).
+            for item in items:
+                self._assign(node.target, item, frame, node)
+                self._exec_block(node.body, frame)
+            self._exec_block(node.orelse, frame)
+            return
         self._assign(node.target, _first_item(iterable), frame, node)
         self._loop_body(node, node.body, frame)
         self._exec_block(node.orelse, frame)
@@ -432,3 +445,47 @@ def _interrupt_only(handler: ast.ExceptHandler) -> bool:
         or (isinstance(name, ast.Attribute) and name.attr == "KeyboardInterrupt")
         for name in names
     )
+
+
+# A loop over a known sequence this long or shorter, whose body sets something up, runs per item.
+MAX_UNROLLED_ITERATIONS = 8
+_JUMPS = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Raise)
+
+
+def _unrolled_items(node: ast.For, iterable: Value) -> Optional[list[Value]]:
+    """The items to run the body for one by one, or None (the body then runs once, as for any loop):
+    a known sequence, or ``range(n)`` of a small constant, and a body that calls a Fabric method
+    itself and cannot leave the loop early."""
+    if isinstance(iterable, Seq):
+        items: list[Value] = list(iterable.items)
+    elif isinstance(iterable, Obj) and iterable.library_class == "range" and "__length__" in iterable.attrs:
+        length = iterable.attrs["__length__"]
+        items = [Const(index) for index in range(length.value)] if isinstance(length, Const) else []
+    else:
+        return None
+    if not 0 < len(items) <= MAX_UNROLLED_ITERATIONS or not _loop_sets_up(node):
+        return None
+    return items
+
+
+def _loop_sets_up(node: ast.For) -> bool:
+    found = _SETS_UP.get(node)
+    if found is None:
+        calls, jumps = False, False
+        pending: list[ast.AST] = list(node.body)
+        while pending:
+            child = pending.pop()
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, _JUMPS):
+                jumps = True
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute):
+                calls = calls or child.func.attr in FABRIC_SETUP_METHODS
+            pending.extend(ast.iter_child_nodes(child))
+        found = _SETS_UP[node] = calls and not jumps
+    return found
+
+
+_SETS_UP: weakref.WeakKeyDictionary[ast.AST, bool] = weakref.WeakKeyDictionary()
+# The calls that make a loop worth running per item: each sets up one more model, optimizer or loader.
+FABRIC_SETUP_METHODS = frozenset({"setup", "setup_module", "setup_optimizers", "setup_dataloaders"})

@@ -350,6 +350,8 @@ class FunctionRef(Value):
     node: ast.AST  # FunctionDef | AsyncFunctionDef | Lambda
     module: Any  # fabric_ls.analysis.state.ModuleEnv
     owner: Optional["ClassRef"] = None
+    # A function defined inside another: the frame it was defined in, whose names it reads (a closure).
+    closure: Any = None  # fabric_ls.analysis.state.Frame
 
 
 @dataclass(eq=False)
