@@ -264,6 +264,48 @@ fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
         (),
         None,
     ),
+    # An optimizer over an item of a ``ModuleList`` built on the meta device: meta parameters too.
+    "an optimizer over a meta submodule's item": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)])
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+fabric.launch()
+with fabric.init_module(empty_init=True):
+    model = Net()
+optimizer = torch.optim.AdamW(model.layers[-1].parameters(), lr=1e-3)
+model, optimizer = fabric.setup(model, optimizer)
+""",
+        "gpu8",
+        (("FAB002", 16),),
+        ("RuntimeError", True, 16),
+    ),
+    # The strategy's class name tested instead of ``isinstance``: the branch is decided.
+    "the strategy's class name": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 4)
+optimizer = torch.optim.Adam(model.parameters())
+if fabric.strategy.__class__.__name__ == "DeepSpeedStrategy":
+    model, optimizer = fabric.setup(model, optimizer)
+else:
+    model = fabric.setup_module(model)
+    optimizer = fabric.setup_optimizers(optimizer)
+""",
+        "gpu8",
+        (),
+        None,
+    ),
     # An error the script catches does not end it: the same rule's next mistake is reached and reported.
     "an error caught, then another": Shape(
         """import torch

@@ -109,8 +109,25 @@ class ExpressionsMixin(RunState):
         raise StopRun()
 
     def _expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
+        if (
+            node.attr == "__name__"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "__class__"
+        ):
+            # ``fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"``: the class, per strategy.
+            subject = self._eval(node.value.value, frame)
+            if isinstance(subject, Choice):
+                return self._lift(subject, lambda option: self._class_name(option, node, frame))
+            return self._class_name(subject, node, frame)
         owner = self._eval(node.value, frame)
         return self._attribute(owner, node.attr, node, frame)
+
+    def _class_name(self, subject: Value, node: ast.Attribute, frame: Frame) -> Value:
+        if isinstance(subject, StrategyAttr) and subject.strategy.class_name is not None:
+            return Const(subject.strategy.user_class or subject.strategy.class_name)
+        return self._attribute(
+            self._attribute(subject, "__class__", node.value, frame), "__name__", node, frame
+        )
 
     def _attribute(self, owner: Value, attr: str, node: ast.AST, frame: Frame) -> Value:
         if isinstance(owner, LoaderBatch):
@@ -220,6 +237,13 @@ class ExpressionsMixin(RunState):
                 return Const(owner.value[key.value], owner.origins)
             except Exception:
                 pass
+        if isinstance(owner, Obj) and owner.library_class in _MODULE_CONTAINERS:
+            # ``model.layers[-1]`` of a ``ModuleList`` built under ``init_module(empty_init=True)``:
+            # a submodule, on the meta device as its container is (and set up where it is).
+            attrs: dict[str, Value] = (
+                {"__setup__": owner.attrs["__setup__"]} if "__setup__" in owner.attrs else {}
+            )
+            return Obj(node, frame.module.path, meta=owner.meta, attrs=attrs, library_class="torch.nn.Module")
         return Unknown(text=frame.module.parsed.segment(node))
 
     def _expr_Index(self, node: Any, frame: Frame) -> Value:  # Python 3.8 trees
@@ -527,6 +551,10 @@ def _is_property(node: ast.AST) -> bool:
         or (isinstance(d, ast.Attribute) and d.attr == "cached_property")
         for d in decorators
     )
+
+
+# ``torch.nn`` containers whose items are submodules (``model.layers[-1]``).
+_MODULE_CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict"})
 
 
 def _holds_container(choice: Choice) -> bool:
