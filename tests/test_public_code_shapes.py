@@ -306,6 +306,39 @@ else:
         (),
         None,
     ),
+    # ``pytest.raises`` (or ``contextlib.suppress``) swallows the error it expects: the next is reached.
+    "an error expected by pytest.raises": Shape(
+        """import pytest
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=1)
+with pytest.raises(ValueError, match="requires at least one dataloader"):
+    fabric.setup_dataloaders()
+fabric.setup_dataloaders(range(2))
+""",
+        "cpu",
+        (("FAB015", 6), ("FAB015", 7)),
+        ("TypeError", True, 7),
+    ),
+    # A Fabric handed to a workspace class's ``__init__`` is followed there: it is not launched.
+    "a Fabric passed to a class that does not launch it": Shape(
+        """import torch
+import lightning as L
+
+
+class Monitor:
+    def __init__(self, fabric, window_size=2):
+        self.window_size = window_size
+
+
+fabric = L.Fabric(accelerator="cuda", devices=8, strategy="fsdp")
+monitor = Monitor(fabric, window_size=2)
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+""",
+        "gpu8",
+        (("FAB009", 12),),
+        ("RuntimeError", True, 12),
+    ),
     # An error the script catches does not end it: the same rule's next mistake is reached and reported.
     "an error caught, then another": Shape(
         """import torch

@@ -351,13 +351,19 @@ class CallsMixin(RunState):
         return self._call_function(function, given, {**callee.keywords, **keywords}, opaque=opaque)
 
     def _generic_result(
-        self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value], name: str = ""
+        self,
+        node: ast.Call,
+        frame: Frame,
+        args: list[Value],
+        keywords: dict[str, Value],
+        name: str = "",
+        escapes: bool = True,
     ) -> Value:
         """The result of a call we do not interpret: a new object born here."""
         found: list[Params] = []
         for value in [*args, *keywords.values()]:
             found.extend(_collect_params(value))
-            if isinstance(value, FabricObj):
+            if escapes and isinstance(value, FabricObj):
                 self.trail.set_attr(value.site, "escaped", True)
         outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput) or self._wrappers(v)]
         if outputs and not found:
@@ -572,11 +578,13 @@ class CallsMixin(RunState):
         args, keywords, opaque = self._eval_args(node, frame)
         if parser_base(cls):
             return new_parser(keywords)
-        instance = self._generic_result(node, frame, args, keywords)
+        init = _class_method(cls, "__init__")
+        # A Fabric passed to an ``__init__`` of the workspace goes where that code takes it (it is
+        # followed); to a library's, it escapes (it may be launched there).
+        instance = self._generic_result(node, frame, args, keywords, escapes=init is None)
         if not isinstance(instance, Obj):
             instance = Obj(node, frame.module.path)
         instance.cls = cls
-        init = _class_method(cls, "__init__")
         if init is None:
             _bind_fields(cls, instance, args, keywords)
         if init is not None:

@@ -30,6 +30,7 @@ PRECISION_VALUES: tuple[Any, ...] = (*PRECISIONS, 64, 32, 16, "64", "32", "16", 
 # names the connector accepts beside them. Compared as written: "GPU" is no name.
 ACCELERATOR_REGISTRY = ("tpu", "cuda", "mps", "cpu")
 ACCELERATOR_NAMES = frozenset({"auto", "gpu", *ACCELERATOR_REGISTRY})
+_XLA_STRATEGIES = ("SingleDeviceXLAStrategy", "XLAStrategy", "XLAFSDPStrategy")
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,10 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
                 unknown_reason = f"`{name}` cannot be built from a string ({entry.broken})"
 
     argument_problem = _argument_problem(config)
+    if argument_problem is None and accelerator == "tpu" and class_name is not None:
+        # connector.py:536: on a TPU only the XLA strategies (where none is available, an earlier error).
+        if not any(is_subclass(class_name, xla) for xla in _XLA_STRATEGIES):
+            argument_problem = (("argument", "tpu_strategy"), ("value", class_name))
     if argument_problem is not None:
         problems.append(("FAB038", argument_problem))
     if class_name is not None and accelerator not in (None, "auto", "cuda"):
@@ -258,7 +263,18 @@ def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], .
         return (("argument", "num_nodes"), ("value", nodes))
     if config.devices_known and _is_no_device(config.devices):
         return (("argument", "devices"), ("value", config.devices), ("accelerator", accelerator or "auto"))
+    if accelerator == "cpu" and config.devices_known and not _cpu_cores(config.devices):
+        return (("argument", "cpu_devices"), ("value", config.devices))  # accelerators/cpu.py:99
     return None
+
+
+def _cpu_cores(devices: Any) -> bool:
+    """What the CPU accelerator takes for ``devices``: "auto", an int > 0, or its digits."""
+    if devices == "auto" or devices is None:
+        return True
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    return isinstance(devices, int) and devices > 0
 
 
 def _is_no_device(devices: Any) -> bool:

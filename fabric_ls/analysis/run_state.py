@@ -106,7 +106,13 @@ class RunState:
         def _eval_args(self, node: ast.Call, frame: Frame) -> tuple[list[Value], dict[str, Value], bool]: ...
         # calls.py
         def _generic_result(
-            self, node: ast.Call, frame: Frame, args: list[Value], keywords: dict[str, Value], name: str = ""
+            self,
+            node: ast.Call,
+            frame: Frame,
+            args: list[Value],
+            keywords: dict[str, Value],
+            name: str = "",
+            escapes: bool = True,
         ) -> Value: ...
         # conditions.py
         def _combinations(

@@ -284,6 +284,7 @@ class StatementsMixin(RunState):
 
     def _stmt_With(self, node: ast.With, frame: Frame) -> None:
         pushed = 0
+        catching = 0
         for item in node.items:
             value = self._eval(item.context_expr, frame)
             if isinstance(value, Choice) and not holds_file(value):
@@ -291,13 +292,17 @@ class StatementsMixin(RunState):
             if isinstance(value, ContextValue):
                 self.contexts.append(value)
                 pushed += 1
+            if isinstance(value, Obj) and value.library_class in _CATCHING_CONTEXTS:
+                catching += 1  # ``with pytest.raises(ValueError):`` goes on after the error it expects
             if item.optional_vars is not None:
                 # ``with open("config.yaml") as f``: a file's ``__enter__`` gives the file itself.
                 opened = value if holds_file(value) else UNKNOWN
                 self._assign(item.optional_vars, opened, frame, node)
+        self.catching_fabric_errors += catching
         try:
             self._exec_block(node.body, frame)
         finally:
+            self.catching_fabric_errors -= catching
             for _ in range(pushed):
                 self.contexts.pop()
 
@@ -417,6 +422,8 @@ class StatementsMixin(RunState):
                     )
 
 
+# Context managers that swallow an error raised in their body (CallEvent.caught).
+_CATCHING_CONTEXTS = frozenset({"pytest.raises", "contextlib.suppress"})
 # What Lightning's setup checks raise, and their bases: a handler of one of these goes on after them.
 _FABRIC_ERRORS = frozenset(
     {"RuntimeError", "ValueError", "TypeError", "NotImplementedError", "Exception", "BaseException"}

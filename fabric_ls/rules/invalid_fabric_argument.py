@@ -80,6 +80,15 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
     if argument == "num_nodes":
         problem = f"`num_nodes` must be a positive integer, but got {value}."
         return problem, "It counts machines: `num_nodes=1` (the default) for one.", None
+    if argument == "cpu_devices":
+        problem = f"`devices` selected with `CPUAccelerator` should be an int > 0 (got `devices={value!r}`)."
+        return problem, "On the CPU, `devices` is the number of processes: `devices=2`.", None
+    if argument == "tpu_strategy":
+        problem = (
+            "The `XLAAccelerator` can only be used with a `SingleDeviceXLAStrategy`, `XLAStrategy`, or"
+            f" `XLAFSDPStrategy`. Found {value}."
+        )
+        return problem, 'On a TPU use `strategy="xla"` (or `"xla_fsdp"`, or `"auto"`).', None
     problem = (
         f"`Fabric(devices={value!r})` value is not a valid input using {values.get('accelerator', 'auto')} "
         "accelerator."
@@ -142,5 +151,23 @@ fabric = Fabric(accelerator="cuda", devices=0)
 fabric = Fabric(accelerator="cuda", devices=2, num_nodes=0)
 """,
         3,
+    ),
+    # ``devices=-1`` means every GPU; the CPU accelerator takes a number of processes only.
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=-1, strategy="ddp")
+""",
+        3,
+        profile="cpu",
+    ),
+    # A TPU with a strategy that is not an XLA one.
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="tpu", devices=8, strategy="ddp")
+""",
+        3,
+        profile="tpu8",
     ),
 ]
