@@ -339,6 +339,28 @@ model = fabric.setup_module(torch.nn.Linear(4, 4))
         (("FAB009", 12),),
         ("RuntimeError", True, 12),
     ),
+    # litgpt's XLA helper starts with ``assert isinstance(fabric.strategy, XLAFSDPStrategy)``: under
+    # another strategy the script's AssertionError comes first.
+    "an assert on the strategy": Shape(
+        """import torch
+from lightning.fabric import Fabric
+from lightning.fabric.strategies import DeepSpeedStrategy, XLAFSDPStrategy
+
+
+def build(fabric):
+    assert isinstance(fabric.strategy, XLAFSDPStrategy)
+    with fabric.init_module(empty_init=False):
+        return torch.nn.Linear(4, 4)
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy=DeepSpeedStrategy(stage=3))
+fabric.launch()
+model = build(fabric)
+""",
+        "gpu8",
+        (),
+        ("AssertionError", False, 7),
+    ),
     # An error the script catches does not end it: the same rule's next mistake is reached and reported.
     "an error caught, then another": Shape(
         """import torch

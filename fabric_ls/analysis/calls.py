@@ -43,6 +43,7 @@ from fabric_ls.analysis.value_ops import (
     mapping_keys,
 )
 from fabric_ls.analysis.values import (
+    STATE_DICT,
     UNKNOWN,
     ArgParser,
     BoundMethod,
@@ -62,6 +63,7 @@ from fabric_ls.analysis.values import (
     Partial,
     Seq,
     SetupModule,
+    SetupOptimizer,
     Subcommands,
     Unknown,
     Value,
@@ -251,6 +253,10 @@ class CallsMixin(RunState):
             self._eval_args(node, frame)
             # ``.to(device)``/``.cuda()`` move it; ``.float()``, ``.view(...)`` keep the device.
             return UNKNOWN if attr in _MOVES else receiver
+        if isinstance(receiver, (Obj, SetupModule, SetupOptimizer)) and attr == "state_dict":
+            # Tensors by name: what a checkpoint holds, never a module (FAB026 tells them apart).
+            self._eval_args(node, frame)
+            return Obj(node, frame.module.path, library_class=STATE_DICT)
         if isinstance(receiver, SetupModule):
             if attr in ("forward", "__call__"):
                 self._model_inputs(receiver, node, frame)

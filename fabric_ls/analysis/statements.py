@@ -208,6 +208,29 @@ class StatementsMixin(RunState):
         self.exited = True
         raise StopRun()
 
+    def _stmt_Assert(self, node: ast.Assert, frame: Frame) -> None:
+        """``assert isinstance(fabric.strategy, XLAFSDPStrategy)``: where the test fails, the script's
+        own AssertionError ends the path (as a ``raise`` would; ``python -O`` is not assumed)."""
+        test = self._eval(node.test, frame)
+        split = self._split(test, node.test, frame, relevant=self._relevant(node, frame))
+        if split is None or split is True:
+            return
+        if split is False:
+            self.exited = True
+            raise StopRun()
+        then_guard, else_guard = split
+        if not self.decisions.narrows:
+            return
+        try:
+            run_branches(self, frame, then_guard, lambda: None, else_guard, self._assertion_fails)
+        except _CannotMerge:
+            if self._fork(_condition_key(node.test, frame), [then_guard, else_guard], whole_run=True) == 1:
+                self._assertion_fails()
+
+    def _assertion_fails(self) -> None:
+        self.exited = True
+        raise StopRun()
+
     def _stmt_Break(self, node: ast.Break, frame: Frame) -> None:
         raise _Break()
 

@@ -206,6 +206,10 @@ class ConfigMapping(Mapping):
     path: str = ""
 
 
+# The ``library_class`` of what ``model.state_dict()`` gives: tensors by name, never a module.
+STATE_DICT = "torch.nn.Module.state_dict"
+
+
 @dataclass(eq=False)
 class Obj(Value):
     """An object the script creates: a model, an optimizer, a dataloader, anything.

@@ -1,17 +1,27 @@
-"""FAB026: DeepSpeed ``fabric.save(path, state)`` whose state, written out in the call, holds no
-set-up model or more than one (``DeepSpeedStrategy.save_checkpoint``); DeepSpeed or FSDP
-``fabric.load(path)`` with no state to load into (``load_checkpoint``: ``if not state: raise``).
+"""FAB026: DeepSpeed or FSDP ``fabric.save(path, state)`` whose state, written out in the call (or a
+``model.state_dict()``), holds no set-up model or more than one, or that passes a ``filter`` DeepSpeed
+refuses (sharded FSDP too); DeepSpeed or FSDP ``fabric.load(path)`` with no state to load into
+(``load_checkpoint``: ``if not state: raise``).
 
 Only a state whose every value is known counts: a value the analysis cannot see may be a module
-that holds the DeepSpeed engine. The FSDP ``save`` variants of the record are not checked yet.
+that holds the engine. A strategy object whose option is not a literal leaves its checkpoint format unknown.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.analysis.values import Const, Mapping, SetupDataLoader, SetupModule, SetupOptimizer
+from fabric_ls.analysis.values import (
+    STATE_DICT,
+    Const,
+    Mapping,
+    Obj,
+    SetupDataLoader,
+    SetupModule,
+    SetupOptimizer,
+    Value,
+)
 from fabric_ls.rules.common import Case, lightning_sentence
 
 RULE = "FAB026"
@@ -23,22 +33,57 @@ _NOT_A_MODEL = (Const, SetupOptimizer, SetupDataLoader)
 def check(event: CallEvent) -> Optional[Violation]:
     if event.method == "load":
         return _load_without_state(event)
-    if not event.strategy.is_a("DeepSpeedStrategy") or event.strategy.cli:
+    strategy = event.strategy
+    if strategy.cli or len(event.args) > 3 or any(k.arg is None for k in event.node.keywords):
         return None
+    if strategy.is_a("DeepSpeedStrategy"):
+        name = "DeepSpeed"
+    elif strategy.is_a("FSDPStrategy"):
+        name = "FSDP"
+    else:
+        return None
+    given_filter = event.args[2] if len(event.args) > 2 else event.keywords.get("filter")
+    if given_filter is not None and not (isinstance(given_filter, Const) and given_filter.value is None):
+        # Checked before the state: fabric.py:858 (not a dict), then the strategy's own refusal.
+        if not isinstance(given_filter, Mapping):
+            return None
+        if name == "DeepSpeed":
+            return Violation(
+                event.node, {"problem": lightning_sentence(RULE, "filter=...)` is not supported")}
+            )
+        if _state_dict_type(strategy) != "sharded":
+            return None  # a full FSDP checkpoint takes a filter
+        return Violation(event.node, {"problem": lightning_sentence(RULE, "sharded filtered checkpoints")})
     state = event.args[1] if len(event.args) > 1 else event.keywords.get("state")
-    if "filter" in event.keywords or len(event.args) > 2 or not isinstance(state, Mapping):
-        return None  # a filter is checked before the state (fabric.py and deepspeed.py:434)
-    values = list(state.items.values())
+    if _is_state_dict(state):
+        values: list[Value] = []  # ``fabric.save(path, model.state_dict())``: tensors, no module
+    elif isinstance(state, Mapping):
+        values = list(state.items.values())
+    else:
+        return None
     models = [v for v in values if isinstance(v, SetupModule)]
-    if not all(isinstance(v, (*_NOT_A_MODEL, SetupModule)) for v in values):
+    if not all(isinstance(v, (*_NOT_A_MODEL, SetupModule)) or _is_state_dict(v) for v in values):
         return None
     if not models:
-        fragment = "Could not find a DeepSpeed model"
+        fragment = f"Could not find a {name} model"
     elif len({id(m.inner) for m in models}) > 1:
-        fragment = "multiple DeepSpeed engine"
+        fragment = "multiple DeepSpeed engine" if name == "DeepSpeed" else "multiple FSDP models"
     else:
         return None
     return Violation(event.node, {"problem": lightning_sentence(RULE, fragment)})
+
+
+def _is_state_dict(value: Optional[Value]) -> bool:
+    return isinstance(value, Obj) and value.library_class == STATE_DICT
+
+
+def _state_dict_type(strategy: Any) -> Optional[str]:
+    """FSDP's checkpoint format: "sharded" by default (fsdp.py:152), "full" where the strategy says so;
+    unknown for an object whose option is not a literal."""
+    options = dict(strategy.options)
+    if "state_dict_type" in options:
+        return str(options["state_dict_type"])
+    return "sharded" if strategy.registry_name else None
 
 
 def _load_without_state(event: CallEvent) -> Optional[Violation]:
@@ -80,6 +125,16 @@ model = torch.nn.Linear(4, 2)
 model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
 fabric.save("checkpoint", {"model": model, "optimizer": optimizer, "step": 1})
 """,
+    # A full FSDP checkpoint takes a filter.
+    """import torch
+from lightning.fabric import Fabric
+from lightning.fabric.strategies import FSDPStrategy
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy=FSDPStrategy(state_dict_type="full"))
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 2))
+fabric.save("checkpoint.pt", {"model": model}, filter={"model": lambda name, value: "weight" in name})
+""",
 ]
 INVALID = [
     Case(
@@ -107,6 +162,67 @@ critic, c_opt = fabric.setup(critic, torch.optim.Adam(critic.parameters()))
 fabric.save("checkpoint", {"generator": generator, "critic": critic})
 """,
         10,
+    ),
+    # The model's state dict instead of the model, under DeepSpeed and under FSDP.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+fabric.save("checkpoint", {"model": model.state_dict(), "optimizer": optimizer})
+""",
+        8,
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 2))
+fabric.save("checkpoint", model.state_dict())
+""",
+        7,
+    ),
+    # Two FSDP models in one checkpoint.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+fabric.launch()
+student = fabric.setup_module(torch.nn.Linear(4, 2))
+teacher = fabric.setup_module(torch.nn.Linear(4, 2))
+fabric.save("checkpoint", {"student": student, "teacher": teacher})
+""",
+        8,
+    ),
+    # A filter: DeepSpeed refuses it, and so does FSDP's sharded checkpoint (the default).
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+fabric.save("checkpoint", {"model": model}, filter={"model": lambda name, value: True})
+""",
+        8,
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 2))
+fabric.save("checkpoint", {"model": model}, filter={"model": lambda name, value: True})
+""",
+        7,
     ),
     # ``load`` with nothing to load into, under DeepSpeed and under FSDP.
     Case(
