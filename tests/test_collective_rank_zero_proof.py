@@ -100,3 +100,49 @@ def test_save_under_rank_zero_hangs_and_the_fixed_script_finishes(tmp_path):
     finally:
         hanging.stop()
         fixed.stop()
+
+
+MAIN_PROCESS_FIRST = """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
+fabric.launch()
+if not fabric.is_global_zero:
+    fabric.barrier()
+data = torch.randn(16, 4)  # rank zero prepares the data first
+if fabric.is_global_zero:
+    fabric.barrier()
+print(f"rank {fabric.global_rank} passed", flush=True)
+"""
+
+
+def test_main_process_first_is_no_hang(tmp_path):
+    """The other ranks wait at their own barrier while rank zero works, then rank zero joins with its
+    own: every rank calls ``barrier`` once. fabric-ls is silent, and the two real processes finish."""
+    from fabric_ls.engine import analyze_source
+
+    assert analyze_source(MAIN_PROCESS_FIRST, str(tmp_path / "train.py")).findings == []
+    job = Job(MAIN_PROCESS_FIRST, tmp_path / "run")
+    try:
+        job.process.wait(timeout=FIXED_DEADLINE)
+        job._reader.join(timeout=30)
+        assert job.process.returncode == 0, job.output
+        assert set(re.findall(r"rank (\d) passed", job.output)) == {"0", "1"}, job.output
+    finally:
+        job.stop()
+
+
+def test_local_rank_zero_on_one_device_per_machine_is_every_process(tmp_path):
+    """With one device per machine each process is local rank zero (``local_rank`` is the rank on its
+    machine): a barrier under ``if fabric.local_rank == 0`` is reached by all of them. With two
+    devices per machine it is rank zero's alone, and the warning stays."""
+    from fabric_ls.engine import analyze_source
+
+    script = (
+        "import torch\nfrom lightning.fabric import Fabric\n\n"
+        'fabric = Fabric(accelerator="cpu", devices={devices}, num_nodes=2, strategy="ddp")\n'
+        "fabric.launch()\nif fabric.local_rank == 0:\n    fabric.barrier()\n"
+    )
+    path = str(tmp_path / "train.py")
+    assert analyze_source(script.format(devices=1), path).findings == []
+    assert [f.code for f in analyze_source(script.format(devices=2), path).findings] == ["FAB033"]

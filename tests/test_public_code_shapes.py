@@ -361,6 +361,22 @@ model = build(fabric)
         (),
         ("AssertionError", False, 7),
     ),
+    # Models built by a comprehension over a short range, then set up one by one.
+    "models built by a comprehension": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+nets = [torch.nn.Linear(4, 4) for _ in range(2)]
+pairs = [fabric.setup(m, torch.optim.Adam(m.parameters())) for m in nets]
+model, optimizer = pairs[0]
+fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
+""",
+        "gpu8",
+        (("FAB005", 9),),
+        ("ValueError", True, 9),
+    ),
     # An error the script catches does not end it: the same rule's next mistake is reached and reported.
     "an error caught, then another": Shape(
         """import torch

@@ -13,8 +13,8 @@ from typing import Any, Optional
 
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import FABRIC_METHODS, Frame
-from fabric_ls.analysis.value_ops import _collect_params, _first_item
-from fabric_ls.analysis.values import Const, Mapping, Params, Seq, Unknown, Value
+from fabric_ls.analysis.value_ops import _collect_params, _first_item, known_items
+from fabric_ls.analysis.values import Const, External, Mapping, Params, Seq, Unknown, Value
 
 
 class ComprehensionsMixin(RunState):
@@ -37,13 +37,28 @@ class ComprehensionsMixin(RunState):
             params.extend(_collect_params(source))
             sources.append(source)
         elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-        if any(_calls_fabric(element) for element in elements):
+        if any(_calls_fabric(element) for element in elements) or self._library_objects(
+            node, elements, frame
+        ):
             known = self._comprehension_elements(node, sources, elements, frame)
             if known is not None:
                 return known
         if params:
             return Seq(list(params))
         return Unknown(text=frame.module.parsed.segment(node))
+
+    def _library_objects(self, node: Any, elements: list[ast.expr], frame: Frame) -> bool:
+        """``[torch.nn.Linear(4, 4) for _ in range(2)]``: objects a library builds, one per item of a
+        short known sequence (models that are set up one by one later)."""
+        if isinstance(node, ast.DictComp) or len(node.generators) != 1 or node.generators[0].ifs:
+            return False
+        call = elements[0]
+        if not isinstance(call, ast.Call):
+            return False
+        root: ast.AST = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return isinstance(root, ast.Name) and isinstance(frame.lookup(root.id), External)
 
     def _comprehension_elements(
         self, node: Any, sources: list[Value], elements: list[ast.expr], frame: Frame
@@ -54,12 +69,12 @@ class ComprehensionsMixin(RunState):
         inner = Frame(frame.module, frame.function, self.trail)
         inner.locals = dict(frame.locals) if frame.locals is not None else {}
         generator = node.generators[0]
-        source = sources[0]
+        items = known_items(sources[0])
         per_item = (
             len(node.generators) == 1
             and not generator.ifs
-            and isinstance(source, Seq)
-            and 0 < len(source.items) <= MAX_UNROLLED_ITEMS
+            and items is not None
+            and 0 < len(items) <= MAX_UNROLLED_ITEMS
         )
         if not per_item:
             for generator, source in zip(node.generators, sources):
@@ -69,7 +84,7 @@ class ComprehensionsMixin(RunState):
             return None
         results: list[Value] = []
         keys: list[Value] = []
-        for item in source.items:  # type: ignore[attr-defined]
+        for item in items:  # type: ignore[union-attr]
             self._assign(generator.target, item, inner, node)
             values = [self._eval(element, inner) for element in elements]
             results.append(values[-1])

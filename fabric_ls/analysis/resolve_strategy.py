@@ -265,7 +265,30 @@ def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], .
         return (("argument", "devices"), ("value", config.devices), ("accelerator", accelerator or "auto"))
     if accelerator == "cpu" and config.devices_known and not _cpu_cores(config.devices):
         return (("argument", "cpu_devices"), ("value", config.devices))  # accelerators/cpu.py:99
+    if accelerator == "tpu" and config.devices_known and _never_tpu_cores(config.devices):
+        return (("argument", "tpu_devices"), ("value", config.devices))  # accelerators/xla.py:166
     return None
+
+
+def _never_tpu_cores(devices: Any) -> bool:
+    """``devices`` no TPU takes, whatever its number of cores (xla.py ``_check_tpu_devices_valid``):
+    a count below 1, or a list that is not one core's index."""
+    if isinstance(devices, str):
+        text = devices.strip()
+        try:
+            devices = int(text)
+        except ValueError:
+            parts = [part.strip() for part in text.split(",") if part]
+            if not all(part.lstrip("-").isdigit() for part in parts):
+                return False
+            devices = [int(part) for part in parts]
+    if isinstance(devices, bool):
+        return False
+    if isinstance(devices, int):
+        return devices < 1
+    if isinstance(devices, (list, tuple)):
+        return len(devices) != 1 or (isinstance(devices[0], int) and devices[0] < 0)
+    return False
 
 
 def _cpu_cores(devices: Any) -> bool:

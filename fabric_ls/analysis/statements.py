@@ -32,6 +32,7 @@ from fabric_ls.analysis.value_ops import (
     _binop,
     _first_item,
     _unpack,
+    known_items,
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
@@ -49,7 +50,6 @@ from fabric_ls.analysis.values import (
     ModuleRef,
     Namespace,
     Obj,
-    Seq,
     StrategyObj,
     Unknown,
     Value,
@@ -486,14 +486,8 @@ def _unrolled_items(node: ast.For, iterable: Value) -> Optional[list[Value]]:
     """The items to run the body for one by one, or None (the body then runs once, as for any loop):
     a known sequence, or ``range(n)`` of a small constant, and a body that calls a Fabric method
     itself and cannot leave the loop early."""
-    if isinstance(iterable, Seq):
-        items: list[Value] = list(iterable.items)
-    elif isinstance(iterable, Obj) and iterable.library_class == "range" and "__length__" in iterable.attrs:
-        length = iterable.attrs["__length__"]
-        items = [Const(index) for index in range(length.value)] if isinstance(length, Const) else []
-    else:
-        return None
-    if not 0 < len(items) <= MAX_UNROLLED_ITERATIONS or not _loop_sets_up(node):
+    items = known_items(iterable)
+    if items is None or not 0 < len(items) <= MAX_UNROLLED_ITERATIONS or not _loop_sets_up(node):
         return None
     return items
 

@@ -108,6 +108,17 @@ def _same_choice(choice: Choice, options: tuple[Value, ...]) -> Choice:
     return Choice(choice.key, options, choice.descriptions, choice.subject, choice.option_texts)
 
 
+def known_items(value: Value) -> Optional[list[Value]]:
+    """The items of a sequence the source fixes: a list or tuple, or ``range(n)`` of a constant."""
+    if isinstance(value, Seq):
+        return list(value.items)
+    if isinstance(value, Obj) and value.library_class == "range":
+        length = value.attrs.get("__length__")
+        if isinstance(length, Const) and isinstance(length.value, int):
+            return [Const(index) for index in range(length.value)]
+    return None
+
+
 def _first_item(value: Value) -> Value:
     if isinstance(value, Seq) and value.items:
         return value.items[0]

@@ -10,7 +10,14 @@ from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.fixes import alone_on_lines, indent_of, make_fix, names_in
 from fabric_ls.model import Fix, Span, TextEdit
 from fabric_ls.rules.common import Case
-from fabric_ls.rules.rank_branches import ZERO, RankZeroOnly, other_side_calls, rank_test, rank_zero_only
+from fabric_ls.rules.rank_branches import (
+    ZERO,
+    RankZeroOnly,
+    other_ranks_call_beside,
+    other_side_calls,
+    rank_test,
+    rank_zero_only,
+)
 
 RULE = "FAB033"
 # Every one waits for all processes: save and load end in ``self.barrier()`` (fabric.py:867, 915).
@@ -35,10 +42,18 @@ def _where(event: CallEvent) -> Optional[tuple[RankZeroOnly, ast.Call]]:
     for parsed, node in places:
         found = rank_zero_only(parsed, node)
         if found is not None:
-            if other_side_calls(found, _COLLECTIVES):
-                return None  # both sides call a collective: the ranks stay in step
+            if other_side_calls(found, _COLLECTIVES) or other_ranks_call_beside(found, _COLLECTIVES):
+                return None  # the other ranks call a collective too: the ranks stay in step
             return found, node
     return None
+
+
+def _local_rank_only(found: RankZeroOnly) -> bool:
+    """The test names the local rank and no global one (``if fabric.local_rank == 0``)."""
+    text = found.parsed.segment(found.reason)
+    return "local_rank" in text and not any(
+        word in text for word in ("global_rank", "is_global_zero", "get_rank")
+    )
 
 
 def check(event: CallEvent) -> Optional[Violation]:
@@ -48,6 +63,8 @@ def check(event: CallEvent) -> Optional[Violation]:
     if located is None or _single_process(event):
         return None
     found, held = located
+    if event.strategy.device_count == 1 and _local_rank_only(found):
+        return None  # one process per machine: every process is local rank zero
     where = found.describe()
     if held is not event.node:
         line = found.parsed.span(held).start_line + 1

@@ -62,7 +62,9 @@ def check(event: CallEvent) -> Optional[Violation]:
     else:
         return None
     models = [v for v in values if isinstance(v, SetupModule)]
-    if not all(isinstance(v, (*_NOT_A_MODEL, SetupModule)) or _is_state_dict(v) for v in values):
+    if not all(
+        isinstance(v, (*_NOT_A_MODEL, SetupModule)) or _is_state_dict(v) or _raw_module(v) for v in values
+    ):
         return None
     if not models:
         fragment = f"Could not find a {name} model"
@@ -71,6 +73,15 @@ def check(event: CallEvent) -> Optional[Violation]:
     else:
         return None
     return Violation(event.node, {"problem": lightning_sentence(RULE, fragment)})
+
+
+def _raw_module(value: Value) -> bool:
+    """A ``torch.nn`` module never set up (``{"model": model}`` with the original ``model``): no engine,
+    no FSDP module in it."""
+    if not isinstance(value, Obj) or "__setup__" in value.attrs:
+        return False
+    package, _, name = value.library_class.rpartition(".")
+    return (package == "torch.nn" or package.startswith("torch.nn.modules")) and name[:1].isupper()
 
 
 def _is_state_dict(value: Optional[Value]) -> bool:
@@ -223,6 +234,20 @@ model = fabric.setup_module(torch.nn.Linear(4, 2))
 fabric.save("checkpoint", {"model": model}, filter={"model": lambda name, value: True})
 """,
         7,
+    ),
+    # A module never set up (an EMA copy) holds no engine.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+ema = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+fabric.save("ema_checkpoint", {"ema": ema, "step": 10})
+""",
+        9,
     ),
     # ``load`` with nothing to load into, under DeepSpeed and under FSDP.
     Case(

@@ -83,6 +83,10 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
     if argument == "cpu_devices":
         problem = f"`devices` selected with `CPUAccelerator` should be an int > 0 (got `devices={value!r}`)."
         return problem, "On the CPU, `devices` is the number of processes: `devices=2`.", None
+    if argument == "tpu_devices":
+        problem = "`devices` can only be 'auto', 1, the number of TPU cores or one core `[i]` for TPUs."
+        problem += f" Got {value!r}"
+        return problem, 'Use `devices=1`, `devices="auto"` (every core), or one core: `devices=[0]`.', None
     if argument == "tpu_strategy":
         problem = (
             "The `XLAAccelerator` can only be used with a `SingleDeviceXLAStrategy`, `XLAStrategy`, or"
@@ -160,6 +164,15 @@ fabric = Fabric(accelerator="cpu", devices=-1, strategy="ddp")
 """,
         3,
         profile="cpu",
+    ),
+    # Two TPU cores picked by index: a TPU takes one core's index, or a number of cores.
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="tpu", devices=[0, 1])
+""",
+        3,
+        profile="tpu8",
     ),
     # A TPU with a strategy that is not an XLA one.
     Case(

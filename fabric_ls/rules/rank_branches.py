@@ -290,3 +290,34 @@ def other_side_calls(found: RankZeroOnly, names: frozenset[str]) -> bool:
         for statement in found.other_side
         for node in ast.walk(statement)
     )
+
+
+def other_ranks_call_beside(found: RankZeroOnly, names: frozenset[str]) -> bool:
+    """Another ``if`` of the same block gives the other ranks their own call of one of ``names``
+    ("main process first": ``if not fabric.is_global_zero: fabric.barrier()``, then rank zero's
+    ``if fabric.is_global_zero: fabric.barrier()`` after its work): each rank calls it once."""
+    if found.kind != "branch":
+        return False
+    parents = _parents(found.parsed)
+    branch = parents.of(found.reason)
+    holder = parents.of(branch) if branch is not None else None
+    if not isinstance(branch, ast.If) or holder is None:
+        return False
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(holder, field, None)
+        if not isinstance(block, list) or branch not in block:
+            continue
+        for statement in block:
+            if statement is branch or not isinstance(statement, ast.If):
+                continue
+            test = rank_test(statement.test, found.parsed)
+            other_side = statement.body if test == NONZERO else statement.orelse if test == ZERO else []
+            if any(
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in names
+                for part in other_side
+                for node in ast.walk(part)
+            ):
+                return True
+    return False
