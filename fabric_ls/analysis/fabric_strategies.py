@@ -40,6 +40,8 @@ from fabric_ls.analysis.values import (
     Const,
     Evidence,
     FabricObj,
+    Obj,
+    Seq,
     StrategyObj,
     Unknown,
     Value,
@@ -79,6 +81,8 @@ class FabricStrategiesMixin(RunState):
         given.update({k: v for k, v in keywords.items() if k in STRATEGY_ARGUMENTS})
         if user_class is None:
             self._refuse_unknown_arguments(args, keywords)
+            if "plugins" in keywords:
+                given["plugins"] = keywords["plugins"]  # checked beside the precision (connector.py:227)
         return self._build_fabric(given, args, keywords, opaque, node, frame, qualname)
 
     def _refuse_unknown_arguments(self, args: list[Value], keywords: dict[str, Value]) -> None:
@@ -269,6 +273,8 @@ class FabricStrategiesMixin(RunState):
             provenance.extend(strategy.origins)
         else:
             fields["strategy_known"] = False
+        if "plugins" in given:
+            fields["plugins"] = _plugin_kinds(self._concrete(given["plugins"]))
         for name, default in (
             ("accelerator", "auto"),
             ("devices", "auto"),
@@ -345,3 +351,36 @@ class FabricStrategiesMixin(RunState):
         # Joined as two sides of a branch are: equal values once, under the union of their guards.
         alternatives = [(guard, read(strategy)) for guard, strategy in self._strategies_here(state)]
         return merge_values(self, alternatives, "strategy")  # type: ignore[arg-type]
+
+
+def _plugin_kinds(value: Value) -> Optional[tuple[tuple[str, str], ...]]:
+    """What each of ``Fabric(plugins=...)`` is for the connector (connector.py:229), with its package:
+    a Precision, a CheckpointIO, a ClusterEnvironment, or "invalid" (a strategy, an accelerator); None
+    where one of them is not known."""
+    if isinstance(value, Const) and value.value is None:
+        return ()
+    items = value.items if isinstance(value, Seq) else [value]
+    kinds: list[tuple[str, str]] = []
+    for item in items:
+        if isinstance(item, StrategyObj):
+            kinds.append(("invalid", item.package))
+            continue
+        if not isinstance(item, Obj) or not item.library_class.startswith(
+            ("lightning.fabric.", "lightning_fabric.")
+        ):
+            return None
+        package = (
+            "lightning_fabric" if item.library_class.startswith("lightning_fabric.") else "lightning.fabric"
+        )
+        name = item.library_class.rsplit(".", 1)[-1]
+        if name.endswith("Precision"):
+            kinds.append(("Precision", package))
+        elif name.endswith("CheckpointIO"):
+            kinds.append(("CheckpointIO", package))
+        elif name.endswith("Environment"):
+            kinds.append(("ClusterEnvironment", package))
+        elif ".plugins" not in item.library_class:
+            kinds.append(("invalid", package))
+        else:
+            return None
+    return tuple(kinds)

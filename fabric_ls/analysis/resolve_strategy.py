@@ -52,6 +52,8 @@ class FabricConfig:
     precision_known: bool = True
     fabric_package: str = "lightning.fabric"
     script_dir: str = ""
+    # ``plugins=``: each one's kind and package (fabric_strategies._plugin_kinds); None: not known.
+    plugins: Optional[tuple[tuple[str, str], ...]] = ()
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,9 @@ def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], .
             valid = False
         if not valid:
             return (("argument", "precision"), ("value", config.precision))
+    plugin_problem = _plugin_problem(config)
+    if plugin_problem is not None:
+        return plugin_problem
     nodes = config.num_nodes
     if isinstance(nodes, int) and nodes < 1:
         return (("argument", "num_nodes"), ("value", nodes))
@@ -298,6 +303,23 @@ def _cpu_cores(devices: Any) -> bool:
     if isinstance(devices, str) and devices.strip().isdigit():
         devices = int(devices)
     return isinstance(devices, int) and devices > 0
+
+
+def _plugin_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], ...]]:
+    """connector.py:229-256, in its order: a plugin of no known kind (or of the other package), two of
+    one kind, a precision plugin beside ``precision=``."""
+    if not config.plugins:
+        return None
+    kinds = [kind for kind, _ in config.plugins]
+    for kind, package in config.plugins:
+        if kind == "invalid" or package != config.fabric_package:
+            return (("argument", "plugin_type"), ("value", kind))
+    twice = sorted({kind for kind in kinds if kinds.count(kind) > 1})
+    if twice:
+        return (("argument", "plugins_twice"), ("value", ", ".join(twice)))
+    if "Precision" in kinds and config.precision_known and config.precision is not None:
+        return (("argument", "precision_and_plugin"), ("value", config.precision))
+    return None
 
 
 def _is_no_device(devices: Any) -> bool:

@@ -77,6 +77,18 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
         if meant is not None:
             return problem, f'Fabric calls it `precision="{meant}"`.', meant
         return problem, "Use one of " + ", ".join(f"`{name!r}`" for name in PRECISIONS) + ".", None
+    if argument == "plugin_type":
+        problem = (
+            "Found invalid type for plugin. Expected one of: Precision, CheckpointIO, ClusterEnvironment."
+        )
+        return problem, "Pass strategies as `strategy=` and accelerators as `accelerator=`.", None
+    if argument == "plugins_twice":
+        problem = f"Received multiple values for {value} flags in `plugins`."
+        problem += " Expected one value for each type at most."
+        return problem, "Keep one plugin of each kind.", None
+    if argument == "precision_and_plugin":
+        problem = f"Received both `precision={value}` and a precision plugin in `plugins`. Choose one."
+        return problem, "The plugin sets the precision: leave `precision=` out (or `None`).", None
     if argument == "num_nodes":
         problem = f"`num_nodes` must be a positive integer, but got {value}."
         return problem, "It counts machines: `num_nodes=1` (the default) for one.", None
@@ -113,6 +125,11 @@ VALID = [
     """from lightning.fabric import Fabric
 
 fabric = Fabric(accelerator="gpu", devices=2, precision="bf16")
+""",
+    """from lightning.fabric import Fabric
+from lightning.fabric.plugins import HalfPrecision
+
+fabric = Fabric(accelerator="cuda", devices=1, plugins=HalfPrecision("bf16-true"))
 """,
     """from lightning.fabric import Fabric
 
@@ -164,6 +181,32 @@ fabric = Fabric(accelerator="cpu", devices=-1, strategy="ddp")
 """,
         3,
         profile="cpu",
+    ),
+    # A precision plugin beside ``precision=`` (litgpt sets ``precision = None`` for this reason).
+    Case(
+        """from lightning.fabric import Fabric
+from lightning.fabric.plugins import HalfPrecision
+
+fabric = Fabric(accelerator="cuda", devices=1, precision="bf16-true", plugins=HalfPrecision("bf16-true"))
+""",
+        4,
+    ),
+    # Two precision plugins; a strategy among the plugins.
+    Case(
+        """from lightning.fabric import Fabric
+from lightning.fabric.plugins import DoublePrecision, HalfPrecision
+
+fabric = Fabric(accelerator="cuda", devices=1, plugins=[HalfPrecision("bf16-true"), DoublePrecision()])
+""",
+        4,
+    ),
+    Case(
+        """from lightning.fabric import Fabric
+from lightning.fabric.strategies import DDPStrategy
+
+fabric = Fabric(accelerator="cuda", devices=2, plugins=[DDPStrategy()])
+""",
+        4,
     ),
     # Two TPU cores picked by index: a TPU takes one core's index, or a number of cores.
     Case(
