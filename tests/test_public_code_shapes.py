@@ -67,6 +67,30 @@ setup()
         (),
         ("UnboundLocalError", False, 9),
     ),
+    # ... but a name a skipped loop binds (nothing Fabric-related in it) is bound: the path goes on.
+    "a local bound in a loop with nothing Fabric-related": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+
+def train():
+    fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+    fabric.launch()
+    for epoch in range(3):
+        last = epoch * 2
+    print(last)
+    model = torch.nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model = fabric.setup_module(model)
+    optimizer = fabric.setup_optimizers(optimizer)
+
+
+train()
+""",
+        "gpu8",
+        (("FAB001", 14),),
+        ("RuntimeError", True, 14),
+    ),
     # ... but in a loop an earlier iteration binds it: the setup after it is still checked.
     "a local bound by an earlier iteration": Shape(
         """import torch

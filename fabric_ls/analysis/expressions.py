@@ -101,9 +101,14 @@ class ExpressionsMixin(RunState):
     def _unbound_local(self, node: ast.Name, scope: FunctionScope) -> Value:
         """A read of a function's own name before this path assigned it: Python raises
         UnboundLocalError there (the global of that name is not read), so the path ends, as at the
-        script's own ``raise``. In a loop an earlier iteration may have bound it, and inside a
-        ``try`` a handler may catch the error: there it is only an unknown value."""
+        script's own ``raise``, where no binding comes before the read in the source. In a loop an
+        earlier iteration may have bound it, inside a ``try`` a handler may catch the error, and after
+        a binding the evaluator may have skipped it: there it is only an unknown value."""
         if id(node) in scope.reads_in_loops or self.try_depth:
+            return Unknown(text=node.id)
+        if (node.lineno, node.col_offset) >= scope.first_bound.get(node.id, (0, 0)):
+            # A binding before it in the source was skipped here (the evaluator leaves out loops and
+            # branches with nothing Fabric-related): the name may well be bound.
             return Unknown(text=node.id)
         self.exited = True
         raise StopRun()

@@ -11,8 +11,8 @@ cannot be one state. Loops run their body once (one over a short known sequence 
 something up runs it per item).
 
 The evaluator is split by concern into mixins (statements, conditions, expressions, calls,
-library, fabric_calls, fabric_strategies, hydra_calls, config_files, comprehensions); ``Run``
-holds the state they share.
+parameters, library, fabric_calls, fabric_strategies, hydra_calls, config_files, comprehensions);
+``Run`` holds the state they share.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from fabric_ls.analysis.join import (
 )
 from fabric_ls.analysis.join import Return as _Return
 from fabric_ls.analysis.library import LibraryMixin
+from fabric_ls.analysis.parameters import ParametersMixin
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.resolve_strategy import FabricConfig, ResolvedStrategy, resolve
 from fabric_ls.analysis.source import ParsedSource
@@ -74,6 +75,7 @@ class Run(
     ExpressionsMixin,
     ComprehensionsMixin,
     CallsMixin,
+    ParametersMixin,
     LibraryMixin,
     FabricMixin,
     FabricStrategiesMixin,

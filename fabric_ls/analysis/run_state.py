@@ -98,6 +98,16 @@ class RunState:
             opaque: bool = False,
             entry: bool = False,
         ) -> Value: ...
+        # parameters.py
+        def _bind_params(
+            self,
+            node: ast.AST,
+            frame: Frame,
+            args: list[Value],
+            keywords: dict[str, Value],
+            opaque: bool,
+            entry: bool,
+        ) -> None: ...
         # calls.py
         def _call_partial(
             self, callee: Partial, args: list[Value], keywords: dict[str, Value], opaque: bool = False
