@@ -35,7 +35,7 @@ STATIC_LEVELS = ("full", "partial", "none")
 # source where it happens, ``errorMessage`` a verbatim fragment of that line (the records test
 # checks it) and ``errorClass`` what the user sees. "hang": a collective the other ranks never
 # join; "silent": Lightning does the wrong thing without an error; "raised-outside": torch or
-# DeepSpeed raises, called from the site.
+# DeepSpeed raises, called from the site, or Python itself at the site (a string read as a dict).
 OUTCOMES = ("raise", "hang", "silent", "raised-outside")
 SEVERITIES = ("error", "warning")
 
