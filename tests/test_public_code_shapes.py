@@ -532,10 +532,20 @@ def test_one_flag_tested_twice(name: str, tmp_path: Path) -> None:
 
     flag, test, environment = ONE_FLAG_TWO_TESTS[name]
     script = _ONE_FLAG_SCRIPT.format(flag=flag, test=test)
+    # The twin sets up apart exactly where the flag picks DeepSpeed: FAB001, under the flag's condition
+    # (so the silence above is the two tests being one decision, not the strategy left unknown).
+    twin = _ONE_FLAG_SCRIPT.format(flag=flag, test=f"not ({test})")
+    line = next(n for n, text in enumerate(twin.splitlines(), 1) if "fabric.setup_optimizers(" in text)
     path = tmp_path / "train.py"
     assert analyze_source(script, str(path)).findings == []
-    outcomes = run_many([Script(script), Script(script, env=environment)], profile="gpu8")
-    assert [o.error_class for o in outcomes] == [None, None], [o.message for o in outcomes]
+    (finding,) = analyze_source(twin, str(path)).findings
+    assert (finding.code, finding.span.start_line + 1, finding.severity) == ("FAB001", line, "warning")
+    outcomes = run_many(
+        [Script(script), Script(script, env=environment), Script(twin, env=environment)], profile="gpu8"
+    )
+    assert [o.error_class for o in outcomes[:2]] == [None, None], [o.message for o in outcomes]
+    ends = (outcomes[2].error_class, outcomes[2].line, outcomes[2].raised_by_lightning)
+    assert ends == ("RuntimeError", line, True), outcomes[2].message
 
 
 def test_a_helper_in_another_module_is_named_by_its_call(tmp_path: Path) -> None:

@@ -27,6 +27,13 @@ def constructor_problem(event: CallEvent, rule: str) -> Optional[Violation]:
     return None
 
 
+def is_torch_module_class(qualname: str) -> bool:
+    """A ``torch.nn`` module class (``torch.nn.Linear``, ``torch.nn.modules.conv.Conv2d``): what it
+    builds is a plain module, never one Fabric set up."""
+    package, _, name = qualname.rpartition(".")
+    return (package == "torch.nn" or package.startswith("torch.nn.modules")) and name[:1].isupper()
+
+
 def optimizers_of(event: CallEvent) -> list[Value]:
     if event.method == "setup":
         return list(event.args[1:])

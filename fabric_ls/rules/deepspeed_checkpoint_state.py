@@ -22,7 +22,7 @@ from fabric_ls.analysis.values import (
     SetupOptimizer,
     Value,
 )
-from fabric_ls.rules.common import Case, lightning_sentence
+from fabric_ls.rules.common import Case, is_torch_module_class, lightning_sentence
 
 RULE = "FAB026"
 METHODS = ("save", "load")
@@ -78,10 +78,11 @@ def check(event: CallEvent) -> Optional[Violation]:
 def _raw_module(value: Value) -> bool:
     """A ``torch.nn`` module never set up (``{"model": model}`` with the original ``model``): no engine,
     no FSDP module in it."""
-    if not isinstance(value, Obj) or "__setup__" in value.attrs:
-        return False
-    package, _, name = value.library_class.rpartition(".")
-    return (package == "torch.nn" or package.startswith("torch.nn.modules")) and name[:1].isupper()
+    return (
+        isinstance(value, Obj)
+        and "__setup__" not in value.attrs
+        and is_torch_module_class(value.library_class)
+    )
 
 
 def _is_state_dict(value: Optional[Value]) -> bool:

@@ -6,7 +6,7 @@ from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import Obj
-from fabric_ls.rules.common import Case
+from fabric_ls.rules.common import Case, is_torch_module_class
 
 RULE = "FAB024"
 METHODS = ("no_backward_sync",)
@@ -17,15 +17,10 @@ def check(event: CallEvent) -> Optional[Violation]:
     # Only an object known to be the raw module: it was set up (the wrapper went elsewhere), it is an
     # instance of a class in the workspace, or of a ``torch.nn`` module class (``torch.nn.Linear``).
     if isinstance(module, Obj) and (
-        "__setup__" in module.attrs or module.cls is not None or _torch_module_class(module.library_class)
+        "__setup__" in module.attrs or module.cls is not None or is_torch_module_class(module.library_class)
     ):
         return Violation(event.node)
     return None
-
-
-def _torch_module_class(qualname: str) -> bool:
-    package, _, name = qualname.rpartition(".")
-    return (package == "torch.nn" or package.startswith("torch.nn.modules")) and name[:1].isupper()
 
 
 VALID: list[str] = []
