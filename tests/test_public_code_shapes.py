@@ -418,6 +418,38 @@ loader = fabric.setup_dataloaders(TensorDataset(torch.arange(4.0)))
         (("FAB015", 7), ("FAB015", 10)),
         ("TypeError", True, 10),
     ),
+    # A Fabric built by a ``functools.partial`` of its class: the strategy is the partial's.
+    "Fabric built by functools.partial": Shape(
+        """import functools
+import torch
+from lightning.fabric import Fabric
+
+make = functools.partial(Fabric, accelerator="cuda", devices=2, strategy="deepspeed")
+fabric = make()
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+""",
+        "gpu8",
+        (("FAB001", 9),),
+        ("RuntimeError", True, 9),
+    ),
+    # ... whose call's keywords win over the partial's, as Python's do.
+    "Fabric built by functools.partial, strategy given at the call": Shape(
+        """import functools
+import torch
+from lightning.fabric import Fabric
+
+make = functools.partial(Fabric, accelerator="cuda", devices=2, strategy="deepspeed")
+fabric = make(strategy="ddp")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+""",
+        "gpu8",
+        (),
+        None,
+    ),
 }
 
 

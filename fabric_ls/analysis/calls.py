@@ -333,7 +333,7 @@ class CallsMixin(RunState):
             return self._instantiate(callee, node, frame)
         if isinstance(callee, Partial):
             args, keywords, opaque = self._eval_args(node, frame)
-            return self._call_partial(callee, args, keywords, opaque)
+            return self._call_partial(callee, args, keywords, opaque, node, frame)
         if isinstance(callee, SetupModule):
             self._model_inputs(callee, node, frame)
             if any(ctx.kind == "no_grad" for ctx in self.contexts):
@@ -345,11 +345,23 @@ class CallsMixin(RunState):
         return self._generic_result(node, frame, args, keywords)
 
     def _call_partial(
-        self, callee: Partial, args: list[Value], keywords: dict[str, Value], opaque: bool = False
+        self,
+        callee: Partial,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool = False,
+        node: Optional[ast.Call] = None,
+        frame: Optional[Frame] = None,
     ) -> Value:
         """``partial(f, a)(b, k=1)`` is ``f(a, b, k=1)`` (the call's keywords win)."""
         given = [*callee.args, *args]
         function = callee.function
+        if isinstance(function, External):
+            # ``make = partial(Fabric, strategy="deepspeed")``; ``make()`` builds the Fabric here.
+            if node is None or frame is None:
+                return UNKNOWN
+            merged = {**callee.keywords, **keywords}
+            return self._fabric_from_arguments(given, merged, opaque, node, frame, qualname=function.qualname)
         if isinstance(function, BoundMethod):
             given.insert(0, function.receiver)
             function = function.function

@@ -46,6 +46,7 @@ from fabric_ls.analysis.values import (
     Obj,
     Partial,
     Seq,
+    SetupModule,
     Subcommands,
     Unknown,
     Value,
@@ -238,6 +239,8 @@ class ConditionsMixin(RunState):
         if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
             seen.add(id(callee.node))
             return self._compute_relevance(callee.node, frame, seen, returns_count)
+        if isinstance(callee, SetupModule):
+            return True  # what reaches a set-up model's forward matters (FAB037), backward or not
         return isinstance(callee, External) and (
             callee.qualname in FABRIC_CLASSES
             or callee.qualname.endswith("Strategy")

@@ -77,6 +77,18 @@ class FabricStrategiesMixin(RunState):
         qualname: str = "lightning.fabric.Fabric",
     ) -> Value:
         args, keywords, opaque = self._eval_args(node, frame)
+        return self._fabric_from_arguments(args, keywords, opaque, node, frame, user_class, qualname)
+
+    def _fabric_from_arguments(
+        self,
+        args: list[Value],
+        keywords: dict[str, Value],
+        opaque: bool,
+        node: ast.Call,
+        frame: Frame,
+        user_class: Optional[str] = None,
+        qualname: str = "lightning.fabric.Fabric",
+    ) -> Value:
         given = dict(zip(STRATEGY_ARGUMENTS, args))  # a subclass's own ``__init__`` may take them so
         given.update({k: v for k, v in keywords.items() if k in STRATEGY_ARGUMENTS})
         if user_class is None:
@@ -270,6 +282,8 @@ class FabricStrategiesMixin(RunState):
                 elif key == "config":
                     options.append((key, _UNREADABLE))
             fields["strategy_options"] = tuple(options)
+            if strategy.user_class is None:
+                fields.update(self._strategy_sets(strategy))
             provenance.extend(strategy.origins)
         else:
             fields["strategy_known"] = False
@@ -288,6 +302,7 @@ class FabricStrategiesMixin(RunState):
             if literal is _NOT_LITERAL:
                 if name == "accelerator":
                     fields["accelerator"] = None
+                    fields["accelerator_object"] = _accelerator_name(value) is not None
                 elif name == "devices":
                     fields["devices_known"] = False
                 elif name == "precision":
@@ -297,6 +312,22 @@ class FabricStrategiesMixin(RunState):
             else:
                 fields[name] = literal
         return FabricConfig(**fields), tuple(provenance)
+
+    def _strategy_sets(self, strategy: StrategyObj) -> dict[str, Any]:
+        """What a Lightning strategy object was built with that the connector also takes from
+        ``Fabric``'s arguments: a known value it tests as true (``if strategy._accelerator:``)."""
+        sets: list[str] = []
+        found: dict[str, Any] = {}
+        for name in ("accelerator", "precision", "checkpoint_io", "cluster_environment"):
+            if name not in strategy.options:
+                continue
+            value = self._concrete(strategy.options[name])
+            if isinstance(value, (Obj, StrategyObj)) or (isinstance(value, Const) and value.value):
+                sets.append(name)
+            if name == "accelerator":
+                found["strategy_accelerator"] = _accelerator_name(value)
+        found["strategy_sets"] = tuple(sets)
+        return found
 
     def _strategy_object(
         self,
@@ -351,6 +382,25 @@ class FabricStrategiesMixin(RunState):
         # Joined as two sides of a branch are: equal values once, under the union of their guards.
         alternatives = [(guard, read(strategy)) for guard, strategy in self._strategies_here(state)]
         return merge_values(self, alternatives, "strategy")  # type: ignore[arg-type]
+
+
+_LIGHTNING_FABRIC = ("lightning.fabric.", "lightning_fabric.")
+# Lightning's accelerator classes, by the name ``Fabric(accelerator=...)`` gives them.
+_ACCELERATOR_CLASSES = {
+    "CUDAAccelerator": "cuda",
+    "CPUAccelerator": "cpu",
+    "XLAAccelerator": "tpu",
+    "MPSAccelerator": "mps",
+}
+
+
+def _accelerator_name(value: Value) -> Optional[str]:
+    """ "cuda" for a ``CUDAAccelerator()`` of Lightning; None for anything else."""
+    if not isinstance(value, Obj) or not value.library_class.startswith(
+        ("lightning.fabric.", "lightning_fabric.")
+    ):
+        return None
+    return _ACCELERATOR_CLASSES.get(value.library_class.rsplit(".", 1)[-1])
 
 
 def _plugin_kinds(value: Value) -> Optional[tuple[tuple[str, str], ...]]:

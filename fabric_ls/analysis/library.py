@@ -112,7 +112,10 @@ class LibraryMixin(RunState):
             qualname == "functools.partial"
             and not opaque
             and args
-            and isinstance(args[0], (FunctionRef, BoundMethod))
+            and (
+                isinstance(args[0], (FunctionRef, BoundMethod))
+                or (isinstance(args[0], External) and args[0].qualname in FABRIC_CLASSES)
+            )
         ):
             return Partial(args[0], args[1:], keywords)
         if qualname == "dict" and not opaque and len(args) <= 1:

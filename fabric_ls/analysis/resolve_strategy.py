@@ -54,6 +54,13 @@ class FabricConfig:
     script_dir: str = ""
     # ``plugins=``: each one's kind and package (fabric_strategies._plugin_kinds); None: not known.
     plugins: Optional[tuple[tuple[str, str], ...]] = ()
+    # What the strategy object was built with, of what the connector also takes from its own
+    # arguments: "accelerator", "precision", "checkpoint_io", "cluster_environment" (connector.py:261).
+    strategy_sets: tuple[str, ...] = ()
+    # The accelerator the strategy object was built with ("cuda" for ``CUDAAccelerator()``), if known.
+    strategy_accelerator: Optional[str] = None
+    # ``accelerator=`` given an Accelerator object (it is not "auto").
+    accelerator_object: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,8 @@ def _zero_stage(options: dict[str, Any], script_dir: str) -> tuple[Optional[int]
 def resolve(config: FabricConfig) -> ResolvedStrategy:
     """Resolve one run's ``Fabric(...)`` arguments to a strategy."""
     accelerator = _normal_accelerator(config.accelerator)
+    if accelerator == "auto" and config.strategy_accelerator is not None:
+        accelerator = config.strategy_accelerator  # connector.py:265: the strategy's accelerator
     precision = _normal_precision(config.precision) if config.precision_known else None
     problems: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
     count = _count_devices(config.devices) if config.devices_known else None
@@ -217,6 +226,9 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         # connector.py:536: on a TPU only the XLA strategies (where none is available, an earlier error).
         if not any(is_subclass(class_name, xla) for xla in _XLA_STRATEGIES):
             argument_problem = (("argument", "tpu_strategy"), ("value", class_name))
+    if argument_problem is None and registry_name is not None and REGISTRY[registry_name].broken:
+        # registry.py:94 builds the class with no arguments; it needs a device.
+        argument_problem = (("argument", "strategy_unbuildable"), ("value", registry_name))
     if argument_problem is not None:
         problems.append(("FAB038", argument_problem))
     if class_name is not None and accelerator not in (None, "auto", "cuda"):
@@ -260,7 +272,7 @@ def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], .
             valid = False
         if not valid:
             return (("argument", "precision"), ("value", config.precision))
-    plugin_problem = _plugin_problem(config)
+    plugin_problem = _plugin_problem(config) or _set_twice(config)
     if plugin_problem is not None:
         return plugin_problem
     nodes = config.num_nodes
@@ -319,6 +331,23 @@ def _plugin_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], ...
         return (("argument", "plugins_twice"), ("value", ", ".join(twice)))
     if "Precision" in kinds and config.precision_known and config.precision is not None:
         return (("argument", "precision_and_plugin"), ("value", config.precision))
+    return None
+
+
+def _set_twice(config: FabricConfig) -> Optional[tuple[tuple[str, Any], ...]]:
+    """connector.py:261-281, in its order: what a strategy object was built with that ``Fabric``'s
+    arguments give again (an accelerator other than "auto"; a plugin of the same kind)."""
+    kinds = [kind for kind, _ in config.plugins or ()]
+    given_again = {
+        "accelerator": config.accelerator_object
+        or (isinstance(config.accelerator, str) and config.accelerator != "auto"),
+        "precision": "Precision" in kinds,
+        "checkpoint_io": "CheckpointIO" in kinds,
+        "cluster_environment": "ClusterEnvironment" in kinds,
+    }
+    for name in ("accelerator", "precision", "checkpoint_io", "cluster_environment"):
+        if name in config.strategy_sets and given_again[name]:
+            return (("argument", "set_twice"), ("value", name))
     return None
 
 

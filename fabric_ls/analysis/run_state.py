@@ -207,6 +207,17 @@ class RunState:
             qualname: str = "lightning.fabric.Fabric",
         ) -> Value: ...
         # fabric_strategies.py
+        def _fabric_from_arguments(
+            self,
+            args: list[Value],
+            keywords: dict[str, Value],
+            opaque: bool,
+            node: ast.Call,
+            frame: Frame,
+            user_class: Optional[str] = None,
+            qualname: str = "lightning.fabric.Fabric",
+        ) -> Value: ...
+        # fabric_strategies.py
         def _one_strategy(
             self, state: FabricState, answer: Callable[[ResolvedStrategy], Any]
         ) -> ResolvedStrategy: ...

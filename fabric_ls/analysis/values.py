@@ -367,9 +367,10 @@ class BoundMethod(Value):
 @dataclass(eq=False)
 class Partial(Value):
     """``functools.partial(train, cfg)``: a function of the script with its first arguments given
-    (``fabric.launch(partial(train, cfg))`` runs ``train(cfg, fabric)``)."""
+    (``fabric.launch(partial(train, cfg))`` runs ``train(cfg, fabric)``), or Fabric's class with
+    some of its arguments (``partial(Fabric, accelerator="cuda")``)."""
 
-    function: Value  # FunctionRef | BoundMethod
+    function: Value  # FunctionRef | BoundMethod | External (a Fabric class)
     args: list[Value]
     keywords: dict[str, Value]
 

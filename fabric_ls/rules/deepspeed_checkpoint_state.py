@@ -1,4 +1,4 @@
-"""FAB026: DeepSpeed or FSDP ``fabric.save(path, state)`` whose state, written out in the call (or a
+"""FAB026: DeepSpeed, FSDP or XLA-FSDP ``fabric.save(path, state)`` whose state, written out in the call (or a
 ``model.state_dict()``), holds no set-up model or more than one, or that passes a ``filter`` DeepSpeed
 refuses (sharded FSDP too); DeepSpeed or FSDP ``fabric.load(path)`` with no state to load into
 (``load_checkpoint``: ``if not state: raise``).
@@ -40,10 +40,16 @@ def check(event: CallEvent) -> Optional[Violation]:
         name = "DeepSpeed"
     elif strategy.is_a("FSDPStrategy"):
         name = "FSDP"
+    elif strategy.is_a("XLAFSDPStrategy"):
+        name = "XLAFSDP"
     else:
         return None
     given_filter = event.args[2] if len(event.args) > 2 else event.keywords.get("filter")
-    if given_filter is not None and not (isinstance(given_filter, Const) and given_filter.value is None):
+    if (
+        given_filter is not None
+        and not (isinstance(given_filter, Const) and given_filter.value is None)
+        and name != "XLAFSDP"  # XLA-FSDP saves its shards through the filter
+    ):
         # Checked before the state: fabric.py:858 (not a dict), then the strategy's own refusal.
         if not isinstance(given_filter, Mapping):
             return None
@@ -69,7 +75,11 @@ def check(event: CallEvent) -> Optional[Violation]:
     if not models:
         fragment = f"Could not find a {name} model"
     elif len({id(m.inner) for m in models}) > 1:
-        fragment = "multiple DeepSpeed engine" if name == "DeepSpeed" else "multiple FSDP models"
+        fragment = {
+            "DeepSpeed": "multiple DeepSpeed engine",
+            "FSDP": "multiple FSDP models",
+            "XLAFSDP": "multiple XLAFSDP modules",
+        }[name]
     else:
         return None
     return Violation(event.node, {"problem": lightning_sentence(RULE, fragment)})
@@ -120,6 +130,8 @@ def _load_without_state(event: CallEvent) -> Optional[Violation]:
         name = "DeepSpeedStrategy"
     elif strategy.is_a("FSDPStrategy"):
         name = "FSDPStrategy"
+    elif strategy.is_a("XLAFSDPStrategy"):
+        name = "`XLAFSDPStrategy"  # xla_fsdp.py:529 quotes the call
     else:
         return None
     shown = repr(None) if isinstance(state, Const) else "{}"
@@ -128,6 +140,24 @@ def _load_without_state(event: CallEvent) -> Optional[Violation]:
 
 
 VALID = [
+    # XLA-FSDP with the set-up model in the state; the filter picks what is saved.
+    """import os
+import tempfile
+
+import torch
+from lightning.fabric import Fabric
+
+
+def train(fabric):
+    model = fabric.setup_module(torch.nn.Linear(4, 4))
+    optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+    path = os.path.join(tempfile.mkdtemp(), "checkpoint")
+    fabric.save(path, {"model": model, "optimizer": optimizer}, filter={"model": lambda k, v: True})
+
+
+fabric = Fabric(accelerator="tpu", devices=8, strategy="xla_fsdp")
+fabric.launch(train)
+""",
     """import torch
 from lightning.fabric import Fabric
 
@@ -149,6 +179,41 @@ fabric.save("checkpoint.pt", {"model": model}, filter={"model": lambda name, val
 """,
 ]
 INVALID = [
+    # XLA-FSDP with the state dicts instead of the set-up model (the MNIST XLA-FSDP example's shape).
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+
+def train(fabric):
+    model = fabric.setup_module(torch.nn.Linear(4, 4))
+    optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+    state = {"model": model._forward_module.state_dict(), "optimizer": optimizer.state_dict()}
+    fabric.save("checkpoint", state)
+
+
+fabric = Fabric(accelerator="tpu", devices=8, strategy="xla_fsdp")
+fabric.launch(train)
+""",
+        9,
+        profile="tpu8",
+    ),
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+
+def train(fabric):
+    model = fabric.setup_module(torch.nn.Linear(4, 4))
+    fabric.load("checkpoint")
+
+
+fabric = Fabric(accelerator="tpu", devices=8, strategy="xla_fsdp")
+fabric.launch(train)
+""",
+        7,
+        profile="tpu8",
+    ),
     Case(
         """import torch
 from lightning.fabric import Fabric

@@ -89,6 +89,20 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
     if argument == "precision_and_plugin":
         problem = f"Received both `precision={value}` and a precision plugin in `plugins`. Choose one."
         return problem, "The plugin sets the precision: leave `precision=` out (or `None`).", None
+    if argument == "set_twice":
+        flag = "accelerator flag" if value == "accelerator" else "plugins"
+        problem = f"{value} set through both strategy class and {flag}, choose one."
+        where = "`accelerator=` here" if value == "accelerator" else "the plugin from `plugins=`"
+        return problem, f"Give it once: drop {where}, or the strategy's `{value}=`.", None
+    if argument == "strategy_unbuildable":
+        # SingleTPUStrategy inherits the constructor: Python names the class that defines it.
+        problem = "SingleDeviceXLAStrategy.__init__() missing 1 required positional argument: 'device'."
+        problem += f' `strategy="{value}"` names a class the registry cannot build without a device.'
+        advice = (
+            'On one TPU core write `strategy="auto"` with `devices=1` (Fabric builds it with its device),'
+            " or pass `SingleDeviceXLAStrategy(device=...)`."
+        )
+        return problem, advice, None
     if argument == "num_nodes":
         problem = f"`num_nodes` must be a positive integer, but got {value}."
         return problem, "It counts machines: `num_nodes=1` (the default) for one.", None
@@ -134,6 +148,14 @@ fabric = Fabric(accelerator="cuda", devices=1, plugins=HalfPrecision("bf16-true"
     """from lightning.fabric import Fabric
 
 fabric = Fabric(accelerator="cuda", devices=-1, num_nodes=1, precision=16)
+""",
+    # The accelerator given once, to the strategy: Fabric takes the strategy's.
+    """from lightning.fabric import Fabric
+from lightning.fabric.accelerators import CUDAAccelerator
+from lightning.fabric.strategies import DDPStrategy
+
+fabric = Fabric(strategy=DDPStrategy(accelerator=CUDAAccelerator()), devices=2, precision="bf16-mixed")
+fabric.launch()
 """,
 ]
 INVALID = [
@@ -207,6 +229,35 @@ from lightning.fabric.strategies import DDPStrategy
 fabric = Fabric(accelerator="cuda", devices=2, plugins=[DDPStrategy()])
 """,
         4,
+    ),
+    # A strategy object built with an accelerator, and ``accelerator=`` beside it.
+    Case(
+        """from lightning.fabric import Fabric
+from lightning.fabric.accelerators import CUDAAccelerator
+from lightning.fabric.strategies import DDPStrategy
+
+fabric = Fabric(strategy=DDPStrategy(accelerator=CUDAAccelerator()), accelerator="cuda", devices=2)
+""",
+        5,
+    ),
+    # A strategy object built with a precision plugin, and a precision plugin in ``plugins=``.
+    Case(
+        """from lightning.fabric import Fabric
+from lightning.fabric.plugins import HalfPrecision
+from lightning.fabric.strategies import DDPStrategy
+
+strategy = DDPStrategy(precision=HalfPrecision("bf16-true"))
+fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy, plugins=[HalfPrecision("bf16-true")])
+""",
+        6,
+    ),
+    # A registered name whose class needs a device: the registry builds it without one.
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=1, strategy="single_xla")
+""",
+        3,
     ),
     # Two TPU cores picked by index: a TPU takes one core's index, or a number of cores.
     Case(

@@ -68,4 +68,14 @@ INVALID = [
 """,
         11,
     ),
+    # An evaluation loop: no backward, the forward itself fails.
+    Case(
+        _HEAD
+        + """model.eval()
+with torch.no_grad():
+    for x, _ in loader:
+        print(model(x).argmax(-1))
+""",
+        13,
+    ),
 ]

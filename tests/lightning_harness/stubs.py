@@ -233,6 +233,10 @@ def install_torch_xla_stub(num_devices: int) -> None:
         def no_sync(self) -> Iterator[None]:
             yield
 
+        def get_shard_metadata(self) -> dict[str, Any]:
+            # What a sharded checkpoint stores beside the shard (one process: the whole module).
+            return {"shard_info": {}, "flatten_info": {}}
+
         def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
             return torch.nn.utils.clip_grad_norm_(self.parameters(), max_norm, norm_type)
 
