@@ -450,7 +450,131 @@ optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
         (),
         None,
     ),
+    # A Fabric method fetched with ``getattr`` and a constant name (Lightning's own tests:
+    # ``setup = getattr(fabric, setup_method)``) is that method.
+    "a Fabric method fetched by getattr": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_2")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+setup_optimizers = getattr(fabric, "setup_optimizers")
+optimizer = setup_optimizers(torch.optim.Adam(model.parameters()))
+""",
+        "gpu8",
+        (("FAB001", 8),),
+        ("RuntimeError", True, 8),
+    ),
+    "a Fabric method fetched by getattr, the joint setup": Shape(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_2")
+fabric.launch()
+model = torch.nn.Linear(4, 4)
+setup = getattr(fabric, "setup")
+model, optimizer = setup(model, torch.optim.Adam(model.parameters()))
+fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
+""",
+        "gpu8",
+        (),
+        None,
+    ),
 }
+# Each quiet shape above has a twin one change away that Lightning rejects, and fabric-ls reports it:
+# the silence comes from reading the shape, not from not reaching it.
+SHAPES.update(
+    {
+        "twin: empty_init from the environment, compared": Shape(
+            SHAPES["empty_init from the environment"].script.replace(
+                'os.environ.get("EMPTY_INIT")', 'os.environ.get("EMPTY_INIT") == "1"'
+            ),
+            "gpu8",
+            (("FAB003", 8),),
+            ("NotImplementedError", True, 8),
+        ),
+        "twin: launched by hand, then not": Shape(
+            SHAPES["launched by hand"].script.replace("_launched = True", "_launched = False"),
+            "gpu8",
+            (("FAB009", 7),),
+            ("RuntimeError", True, 7),
+        ),
+        "twin: launch only under fabric run": Shape(
+            SHAPES["launch unless under fabric run"].script.replace(
+                "if not _is_using_cli()", "if _is_using_cli()"
+            ),
+            "gpu8",
+            (("FAB009", 8),),
+            ("RuntimeError", True, 8),
+        ),
+        "twin: models in a dict, the other one set up in a loop": Shape(
+            SHAPES["models in a dict set up in a loop"].script.replace(
+                "for key in nets:", 'for key in ["d"]:'
+            ),
+            "gpu8",
+            (("FAB024", 9),),
+            ("TypeError", True, 9),
+        ),
+        "twin: one model set up in a loop, separately": Shape(
+            SHAPES["one model set up in a loop"].script.replace(
+                "ensemble.append(fabric.setup(net, torch.optim.AdamW(net.parameters())))",
+                "net = fabric.setup_module(net)\n"
+                "    ensemble.append((net, fabric.setup_optimizers(torch.optim.AdamW(net.parameters()))))",
+            ),
+            "gpu8",
+            (("FAB001", 10),),
+            ("RuntimeError", True, 10),
+        ),
+        "twin: the strategy's class name, the other way round": Shape(
+            SHAPES["the strategy's class name"].script.replace(
+                '== "DeepSpeedStrategy"', '!= "DeepSpeedStrategy"'
+            ),
+            "gpu8",
+            (("FAB001", 12),),
+            ("RuntimeError", True, 12),
+        ),
+        "the strategy's class by type()": Shape(
+            SHAPES["the strategy's class name"]
+            .script.replace(
+                'fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"',
+                "type(fabric.strategy) is DeepSpeedStrategy",
+            )
+            .replace(
+                "from lightning.fabric import Fabric\n",
+                "from lightning.fabric import Fabric\n"
+                "from lightning.fabric.strategies import DeepSpeedStrategy\n",
+            ),
+            "gpu8",
+            (),
+            None,
+        ),
+        "twin: the strategy's class by type(), the other way round": Shape(
+            SHAPES["the strategy's class name"]
+            .script.replace(
+                'fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"',
+                "type(fabric.strategy) is not DeepSpeedStrategy",
+            )
+            .replace(
+                "from lightning.fabric import Fabric\n",
+                "from lightning.fabric import Fabric\n"
+                "from lightning.fabric.strategies import DeepSpeedStrategy\n",
+            ),
+            "gpu8",
+            (("FAB001", 13),),
+            ("RuntimeError", True, 13),
+        ),
+        "twin: an assert on the strategy that holds": Shape(
+            SHAPES["an assert on the strategy"].script.replace(
+                "isinstance(fabric.strategy, XLAFSDPStrategy)",
+                "isinstance(fabric.strategy, DeepSpeedStrategy)",
+            ),
+            "gpu8",
+            (("FAB003", 8),),
+            ("NotImplementedError", True, 8),
+        ),
+    }
+)
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

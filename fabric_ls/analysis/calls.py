@@ -52,6 +52,7 @@ from fabric_ls.analysis.values import (
     ConfigStore,
     Const,
     External,
+    FabricMethod,
     FabricObj,
     FilePath,
     FunctionRef,
@@ -334,6 +335,8 @@ class CallsMixin(RunState):
         if isinstance(callee, Partial):
             args, keywords, opaque = self._eval_args(node, frame)
             return self._call_partial(callee, args, keywords, opaque, node, frame)
+        if isinstance(callee, FabricMethod) and isinstance(callee.fabric, FabricObj):
+            return self._fabric_call(callee.fabric, callee.name, node, frame)
         if isinstance(callee, SetupModule):
             self._model_inputs(callee, node, frame)
             if any(ctx.kind == "no_grad" for ctx in self.contexts):

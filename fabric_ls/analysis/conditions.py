@@ -38,6 +38,7 @@ from fabric_ls.analysis.values import (
     ClassRef,
     Const,
     External,
+    FabricMethod,
     FunctionRef,
     Mapping,
     Merged,
@@ -239,7 +240,7 @@ class ConditionsMixin(RunState):
         if isinstance(callee, FunctionRef) and id(callee.node) not in seen:
             seen.add(id(callee.node))
             return self._compute_relevance(callee.node, frame, seen, returns_count)
-        if isinstance(callee, SetupModule):
+        if isinstance(callee, (SetupModule, FabricMethod)):
             return True  # what reaches a set-up model's forward matters (FAB037), backward or not
         return isinstance(callee, External) and (
             callee.qualname in FABRIC_CLASSES

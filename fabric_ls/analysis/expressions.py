@@ -13,6 +13,7 @@ from fabric_ls.analysis.scopes import FunctionScope, function_scope
 from fabric_ls.analysis.state import (
     _BUILTINS,
     _COMPARE,
+    FABRIC_METHODS,
     MAX_EXPRESSION_DEPTH,
     Frame,
 )
@@ -34,6 +35,7 @@ from fabric_ls.analysis.values import (
     Const,
     Evidence,
     External,
+    FabricMethod,
     FabricObj,
     FilePath,
     FunctionRef,
@@ -47,6 +49,8 @@ from fabric_ls.analysis.values import (
     Seq,
     SetupModule,
     StrategyAttr,
+    StrategyClass,
+    StrategyObj,
     Unknown,
     Value,
 )
@@ -114,25 +118,8 @@ class ExpressionsMixin(RunState):
         raise StopRun()
 
     def _expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:
-        if (
-            node.attr == "__name__"
-            and isinstance(node.value, ast.Attribute)
-            and node.value.attr == "__class__"
-        ):
-            # ``fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"``: the class, per strategy.
-            subject = self._eval(node.value.value, frame)
-            if isinstance(subject, Choice):
-                return self._lift(subject, lambda option: self._class_name(option, node, frame))
-            return self._class_name(subject, node, frame)
         owner = self._eval(node.value, frame)
         return self._attribute(owner, node.attr, node, frame)
-
-    def _class_name(self, subject: Value, node: ast.Attribute, frame: Frame) -> Value:
-        if isinstance(subject, StrategyAttr) and subject.strategy.class_name is not None:
-            return Const(subject.strategy.user_class or subject.strategy.class_name)
-        return self._attribute(
-            self._attribute(subject, "__class__", node.value, frame), "__name__", node, frame
-        )
 
     def _attribute(self, owner: Value, attr: str, node: ast.AST, frame: Frame) -> Value:
         if isinstance(owner, LoaderBatch):
@@ -147,6 +134,13 @@ class ExpressionsMixin(RunState):
         if isinstance(owner, ConfigMapping):
             found = owner.items.get(attr)  # ``cfg.fabric``: a key of the configuration
             return found if found is not None else Unknown(text=frame.module.parsed.segment(node))
+        if isinstance(owner, (StrategyAttr, StrategyObj)) and attr == "__class__":
+            # ``fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"``: the class, per strategy.
+            known = owner.strategy if isinstance(owner, StrategyAttr) else owner
+            if known.class_name is not None:
+                return StrategyClass(known.user_class or known.class_name)
+        if isinstance(owner, StrategyClass) and attr in ("__name__", "__qualname__"):
+            return Const(owner.name)
         if isinstance(owner, StrategyAttr):
             strategy = owner.strategy
             if (
@@ -172,6 +166,8 @@ class ExpressionsMixin(RunState):
                         Const(strategy.world_size) if strategy.world_size is not None else Unknown(text=text)
                     ),
                 )
+            if attr in FABRIC_METHODS:
+                return FabricMethod(owner, attr)
             return Unknown(text=frame.module.parsed.segment(node))
         if isinstance(owner, FilePath) and owner.form == "path" and attr == "parent":
             return FilePath(owner.created_at, owner.created_path, relative=os.path.dirname(owner.relative))
@@ -388,7 +384,7 @@ class ExpressionsMixin(RunState):
                 lambda o: (
                     Const(not o.value)
                     if isinstance(o, Const)
-                    else (Unknown(text=text) if isinstance(o, Unknown) else Const(False))
+                    else (Unknown(text=text, boolean=True) if isinstance(o, Unknown) else Const(False))
                 ),
             )
         operand = self._concrete(operand)
@@ -404,7 +400,7 @@ class ExpressionsMixin(RunState):
                 pass
         if isinstance(operand, ModelOutput):
             return operand
-        return Unknown(text=frame.module.parsed.segment(node))
+        return Unknown(text=frame.module.parsed.segment(node), boolean=isinstance(node.op, ast.Not))
 
     def _expr_BinOp(self, node: ast.BinOp, frame: Frame) -> Value:
         left = self._eval(node.left, frame)
@@ -429,7 +425,7 @@ class ExpressionsMixin(RunState):
             right = self._eval(right_node, frame)
             result = self._compare(op, left, right)
             if result is None:
-                return Unknown(text=frame.module.parsed.segment(node))
+                return Unknown(text=frame.module.parsed.segment(node), boolean=True)
             if not result:
                 return Const(False)
             left = right
@@ -530,6 +526,15 @@ class ExpressionsMixin(RunState):
             if isinstance(left, Unknown):
                 return None
             return not isinstance(op, ast.Is)
+        if isinstance(right, StrategyClass):
+            left, right = right, left
+        if isinstance(left, StrategyClass) and isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)):
+            # ``type(fabric.strategy) is DeepSpeedStrategy``: the exact class, not a subclass.
+            other = right.qualname.rsplit(".", 1)[-1] if isinstance(right, External) else None
+            if isinstance(right, ClassRef):
+                other = right.name
+            if other is not None:
+                return (left.name == other) == isinstance(op, (ast.Is, ast.Eq))
         if isinstance(left, Const) and isinstance(right, Const):
             try:
                 return bool(_COMPARE[type(op)](left.value, right.value))
@@ -576,5 +581,6 @@ def _ordered_unknown(op: ast.cmpop, left: Value, right: Value, text: str) -> Unk
     ordered = isinstance(op, (ast.Gt, ast.GtE, ast.Lt, ast.LtE))
     if ordered and isinstance(left, Unknown) and left.key and isinstance(right, Const):
         if isinstance(right.value, (int, float)) and not isinstance(right.value, bool):
-            return Unknown(text=text, key=f"order:{left.key}:{type(op).__name__}:{right.value!r}")
-    return Unknown(text=text)
+            key = f"order:{left.key}:{type(op).__name__}:{right.value!r}"
+            return Unknown(text=text, key=key, boolean=True)
+    return Unknown(text=text, boolean=True)

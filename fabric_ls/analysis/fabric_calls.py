@@ -252,8 +252,10 @@ class FabricMixin(RunState):
                 truth = self._truth(empty_init, source, frame)
                 # Where the value is true, parameters go on the meta device as for True. Where it is
                 # false it may be None as well as False, and only ``False`` itself is refused
-                # (FAB003, deepspeed.py ``empty_init is False``): known as falsy, not as False.
-                empty_init = Const(True) if truth else Const(None)
+                # (FAB003, deepspeed.py ``empty_init is False``): known as falsy, not as False,
+                # unless it is a bool (``empty_init=fabric.world_size > 1``).
+                boolean = isinstance(empty_init, Unknown) and empty_init.boolean
+                empty_init = Const(True) if truth else Const(False if boolean and truth is False else None)
             keywords["empty_init"] = empty_init
         self._emit(fabric, method, node, frame, args, keywords)
         return self._effect(fabric, method, node, frame, args, keywords, run_target)

@@ -103,6 +103,18 @@ class LibraryMixin(RunState):
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
         args, keywords, opaque = self._eval_args(node, frame)
+        if qualname == "type" and len(args) == 1 and not keywords:
+            # ``type(fabric.strategy)``: its class, per strategy.
+            subject = args[0]
+            if isinstance(subject, Choice):
+                return self._lift(subject, lambda one: self._attribute(one, "__class__", node, frame))
+            return self._attribute(subject, "__class__", node, frame)
+        if qualname == "getattr" and len(args) in (2, 3) and not keywords and not opaque:
+            name = self._concrete(args[1])
+            if isinstance(name, Const) and isinstance(name.value, str):
+                found = self._attribute(self._concrete(args[0]), name.value, node, frame)
+                # With a default, an attribute not known to exist may be the default.
+                return found if len(args) == 2 or type(found) is not Unknown else Unknown(text=found.text)
         if qualname in _CONVERSIONS and len(args) == 1 and not keywords and not opaque:
             text = frame.module.parsed.segment(node)
             if isinstance(args[0], Choice):

@@ -38,6 +38,8 @@ class Unknown(Value):
     # What it is, where that is known (a parameter, an attribute of an object): tests of the
     # same unknown value anywhere are one decision ("`hw.tpu`" in two helpers).
     key: str = ""
+    # Certainly True or False (a comparison, a ``not``): where it is not true, it is False.
+    boolean: bool = False
 
 
 UNKNOWN = Unknown()
@@ -362,6 +364,22 @@ class FunctionRef(Value):
 class BoundMethod(Value):
     function: FunctionRef
     receiver: Value
+
+
+@dataclass(eq=False)
+class StrategyClass(Value):
+    """``type(fabric.strategy)``, ``fabric.strategy.__class__`` of a strategy whose class is known."""
+
+    name: str  # the user's subclass, else Lightning's class
+
+
+@dataclass(eq=False)
+class FabricMethod(Value):
+    """A Fabric method not called where it is read (``setup = getattr(fabric, "setup_module")``):
+    calling it is that Fabric call."""
+
+    fabric: Value  # FabricObj
+    name: str
 
 
 @dataclass(eq=False)

@@ -4,16 +4,24 @@ connector refuses (``accelerator="GPU"``, ``precision="fp16"``, ``devices=0``)."
 from __future__ import annotations
 
 import ast
+import re
 from difflib import get_close_matches
 from typing import Any, Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.analysis.resolve_strategy import ACCELERATOR_NAMES, ACCELERATOR_REGISTRY, PRECISIONS
+from fabric_ls.analysis.resolve_strategy import (
+    ACCELERATOR_NAMES,
+    ACCELERATOR_REGISTRY,
+    PRECISION_VALUES,
+    PRECISIONS,
+)
 from fabric_ls.fixes import make_fix
 from fabric_ls.model import Fix, TextEdit
-from fabric_ls.rules.common import Case
+from fabric_ls.rules.common import Case, lightning_sentence
 
 RULE = "FAB038"
+# A placeholder of a sentence in the record: ``{accelerator!r}``, ``{', '.join(names)}``.
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 METHODS = ("Fabric",)
 # Raised whatever the strategy: the message is not tagged with it.
 NAMES_STRATEGY = False
@@ -59,10 +67,7 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
     """Lightning's sentence for the argument, what to write instead, and a replacement where one is sure."""
     argument, value = values["argument"], values["value"]
     if argument == "accelerator":
-        problem = (
-            f"You selected an invalid accelerator name: `accelerator={value!r}`. Available names are: auto, "
-            f"{', '.join(ACCELERATOR_REGISTRY)}."
-        )
+        problem = _sentence("invalid accelerator name", repr(value), ", ".join(ACCELERATOR_REGISTRY))
         lower = value.lower()
         if lower in ACCELERATOR_NAMES:
             return problem, f'Names are case-sensitive: use `accelerator="{lower}"`.', lower
@@ -71,32 +76,28 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
             return problem, f'Did you mean `accelerator="{close[0]}"`?', None
         return problem, "Use `auto`, `cpu`, `cuda` (or `gpu`), `mps` or `tpu`.", None
     if argument == "precision":
-        problem = f"Precision {value!r} is invalid."
+        problem = _sentence("Precision", repr(value), repr(PRECISION_VALUES)) + "."
         text = str(value).lower()
         meant = text if text in PRECISIONS else _PRECISION_SYNONYMS.get(text)
         if meant is not None:
             return problem, f'Fabric calls it `precision="{meant}"`.', meant
         return problem, "Use one of " + ", ".join(f"`{name!r}`" for name in PRECISIONS) + ".", None
     if argument == "plugin_type":
-        problem = (
-            "Found invalid type for plugin. Expected one of: Precision, CheckpointIO, ClusterEnvironment."
-        )
+        problem = _sentence("invalid type for plugin", "in `plugins=`")
         return problem, "Pass strategies as `strategy=` and accelerators as `accelerator=`.", None
     if argument == "plugins_twice":
-        problem = f"Received multiple values for {value} flags in `plugins`."
-        problem += " Expected one value for each type at most."
+        problem = _sentence("Received multiple values", value)
         return problem, "Keep one plugin of each kind.", None
     if argument == "precision_and_plugin":
-        problem = f"Received both `precision={value}` and a precision plugin in `plugins`. Choose one."
+        problem = _sentence("Received both", value, "<a precision plugin>")
         return problem, "The plugin sets the precision: leave `precision=` out (or `None`).", None
     if argument == "set_twice":
-        flag = "accelerator flag" if value == "accelerator" else "plugins"
-        problem = f"{value} set through both strategy class and {flag}, choose one."
+        problem = _sentence(f"{value} set through both") + "."
         where = "`accelerator=` here" if value == "accelerator" else "the plugin from `plugins=`"
         return problem, f"Give it once: drop {where}, or the strategy's `{value}=`.", None
     if argument == "strategy_unbuildable":
         # SingleTPUStrategy inherits the constructor: Python names the class that defines it.
-        problem = "SingleDeviceXLAStrategy.__init__() missing 1 required positional argument: 'device'."
+        problem = _sentence("missing 1 required positional argument") + "."
         problem += f' `strategy="{value}"` names a class the registry cannot build without a device.'
         advice = (
             'On one TPU core write `strategy="auto"` with `devices=1` (Fabric builds it with its device),'
@@ -104,26 +105,29 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
         )
         return problem, advice, None
     if argument == "num_nodes":
-        problem = f"`num_nodes` must be a positive integer, but got {value}."
+        problem = _sentence("`num_nodes` must be", str(value))
         return problem, "It counts machines: `num_nodes=1` (the default) for one.", None
     if argument == "cpu_devices":
-        problem = f"`devices` selected with `CPUAccelerator` should be an int > 0 (got `devices={value!r}`)."
+        problem = _sentence("selected with `CPUAccelerator`")[:-1] + f" (got `devices={value!r}`)."
         return problem, "On the CPU, `devices` is the number of processes: `devices=2`.", None
     if argument == "tpu_devices":
-        problem = "`devices` can only be 'auto', 1, the number of TPU cores or one core `[i]` for TPUs."
-        problem += f" Got {value!r}"
+        problem = _sentence("for TPUs", "N (the number of cores)", "N-1", repr(value)) + "."
         return problem, 'Use `devices=1`, `devices="auto"` (every core), or one core: `devices=[0]`.', None
     if argument == "tpu_strategy":
-        problem = (
-            "The `XLAAccelerator` can only be used with a `SingleDeviceXLAStrategy`, `XLAStrategy`, or"
-            f" `XLAFSDPStrategy`. Found {value}."
-        )
+        problem = _sentence("can only be used with a `SingleDeviceXLAStrategy`", value)
         return problem, 'On a TPU use `strategy="xla"` (or `"xla_fsdp"`, or `"auto"`).', None
-    problem = (
-        f"`Fabric(devices={value!r})` value is not a valid input using {values.get('accelerator', 'auto')} "
-        "accelerator."
-    )
+    problem = _sentence("value is not a valid input", repr(value), values.get("accelerator", "auto"))
     return problem, "For the first GPU write `devices=[0]`; for one device, `devices=1`.", None
+
+
+def _sentence(fragment: str, *fills: str) -> str:
+    """Lightning's sentence (the record's) that holds ``fragment``, its placeholders filled in order."""
+    parts = _PLACEHOLDER.split(lightning_sentence(RULE, fragment))
+    filled = [parts[0]]
+    for index, part in enumerate(parts[1:]):
+        filled.append(fills[index] if index < len(fills) else "...")
+        filled.append(part)
+    return "".join(filled)
 
 
 def _replace_fix(event: CallEvent, argument: str, replacement: str, safe: bool) -> Optional[Fix]:
