@@ -12,7 +12,6 @@ from fabric_ls.analysis.hydra_calls import HYDRA_CALLS
 from fabric_ls.analysis.join import SplitHere as _SplitHere
 from fabric_ls.analysis.join import condition_key as _condition_key
 from fabric_ls.analysis.join import same
-from fabric_ls.analysis.join import static_truth as _static_truth
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
@@ -30,6 +29,7 @@ from fabric_ls.analysis.value_ops import (
     _short,
     _tracked,
 )
+from fabric_ls.analysis.value_ops import static_truth as _static_truth
 from fabric_ls.analysis.values import (
     UNKNOWN,
     ArgParser,

@@ -114,7 +114,7 @@ class ExpressionsMixin(RunState):
             # A binding before it in the source was skipped here (the evaluator leaves out loops and
             # branches with nothing Fabric-related): the name may well be bound.
             return Unknown(text=node.id)
-        self.exited = True
+        self.exited, self.exit_class = True, "UnboundLocalError"
         raise StopRun()
 
     def _expr_Attribute(self, node: ast.Attribute, frame: Frame) -> Value:

@@ -308,7 +308,8 @@ class FabricMixin(RunState):
                 if isinstance(target, (FunctionRef, BoundMethod)):
                     target = target.function if isinstance(target, BoundMethod) else target
                     self.executed_functions.add(id(target.node))
-                self.exited = True  # as at the script's own `raise`: this path ends here
+                # As at the script's own `raise`: this path ends here.
+                self.exited, self.exit_class = True, "RuntimeError"
                 raise StopRun()
             self.trail.set_attr(state, "launched", True)
             self._change_field(state, "launch_count", lambda count: count + 1)

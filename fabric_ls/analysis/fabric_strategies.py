@@ -102,7 +102,7 @@ class FabricStrategiesMixin(RunState):
         other raises a TypeError there, and the path ends (``Fabric(**cfg.fabric)`` of a Hydra node
         that still holds its ``_target_``)."""
         if args or any(name not in FABRIC_PARAMETERS for name in keywords):
-            self.exited = True
+            self.exited, self.exit_class = True, "TypeError"
             raise StopRun()
 
     def _build_fabric(

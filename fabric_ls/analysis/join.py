@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from fabric_ls.analysis.events import PER_PATH_FIELDS, PerPath
+from fabric_ls.analysis.exits import may_be_caught
 from fabric_ls.analysis.guards import FALSE, TRUE
 from fabric_ls.analysis.trail import ATTR, LENGTH, LIST, MISSING, current, new_uid, write
 from fabric_ls.analysis.values import Const, FabricObj, Merged, Obj, Params, StrategyAttr, Unknown, Value
@@ -104,6 +105,7 @@ class Side:
     state: dict
     # log list id → items the side added
     logged: dict
+    exit_class: Optional[str] = None  # what an "exit" raised, where known (exits.py)
 
 
 def run_branches(
@@ -177,7 +179,7 @@ def _run_alternatives(
 
 def _run_side(run: RunState, mark: int, guard: int, side: Callable[[], Any]) -> Side:
     run.guard = guard
-    outcome, value = "normal", None
+    outcome, value, exit_class = "normal", None, None
     try:
         value = side()
     except Return as returned:
@@ -190,11 +192,11 @@ def _run_side(run: RunState, mark: int, guard: int, side: Callable[[], Any]) -> 
         if not run.exited:
             raise  # the step budget: the run is over
         run.exited = False
-        outcome = "exit"
+        outcome, exit_class = "exit", run.exit_class
     except CannotMerge:
         run.trail.undo(mark)
         raise
-    ended = Side(outcome, run.guard, value, _state_since(run, mark), _logged_since(run, mark))
+    ended = Side(outcome, run.guard, value, _state_since(run, mark), _logged_since(run, mark), exit_class)
     run.trail.undo(mark)
     return ended
 
@@ -240,7 +242,10 @@ def _join(run: RunState, frame: Frame, mark: int, first: Side, second: Side, sta
     """Apply the joined state. True when the mark must stay open (a pending return)."""
     guards = run.guards
     outcomes = (first.outcome, second.outcome)
-    if "exit" in outcomes and run.try_depth:
+    if any(
+        side.outcome == "exit" and may_be_caught(side.exit_class, run.try_handlers)
+        for side in (first, second)
+    ):
         raise CannotMerge()  # a handler around us would catch it: the old way is exact
     if outcomes == ("normal", "normal"):
         _apply_merged(run, mark, first, second)
@@ -258,6 +263,7 @@ def _join(run: RunState, frame: Frame, mark: int, first: Side, second: Side, sta
         assert first.value is not None and second.value is not None
         raise Return(merge_values(run, [(first.guard, first.value), (second.guard, second.value)], "return"))
     if outcomes == ("exit", "exit"):
+        run.exit_class = first.exit_class if first.exit_class == second.exit_class else None
         _relog(run, first, second)
         run.guard = guards.or_(first.guard, second.guard)
         run.exited = True
@@ -569,30 +575,6 @@ def resume_pending_return(run: RunState, frame: Frame) -> Value:
     run.trail.release(pending.mark)
     run.guard = pending.guard
     return pending.value
-
-
-def static_truth(value: Value) -> Optional[bool]:
-    """The truth of a plain value, when it does not depend on the path."""
-    from fabric_ls.analysis.values import (
-        ClassRef,
-        FabricObj,
-        FunctionRef,
-        Obj,
-        SetupModule,
-        SetupOptimizer,
-        StrategyObj,
-    )
-
-    if isinstance(value, Const):
-        try:
-            return bool(value.value)
-        except Exception:
-            return True
-    if isinstance(value, (FabricObj, FunctionRef, ClassRef, SetupModule, SetupOptimizer, StrategyObj)):
-        return True
-    if isinstance(value, Obj) and value.cls is not None:
-        return True
-    return None
 
 
 def condition_key(node: ast.AST, frame: Frame) -> str:

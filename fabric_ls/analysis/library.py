@@ -98,7 +98,7 @@ class LibraryMixin(RunState):
         if qualname in ("sys.exit", "exit", "quit", "os._exit"):
             # ``sys.exit(main())``: the argument runs first.
             self._eval_args(node, frame)
-            self.exited = True
+            self.exited, self.exit_class = True, "SystemExit"
             raise StopRun()
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)

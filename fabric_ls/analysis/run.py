@@ -26,6 +26,7 @@ from fabric_ls.analysis.comprehensions import ComprehensionsMixin
 from fabric_ls.analysis.conditions import ConditionsMixin
 from fabric_ls.analysis.config_files import ConfigFilesMixin
 from fabric_ls.analysis.events import FabricState, StatementPlace
+from fabric_ls.analysis.exits import Handlers
 from fabric_ls.analysis.expressions import ExpressionsMixin
 from fabric_ls.analysis.fabric_calls import FabricMixin
 from fabric_ls.analysis.fabric_strategies import FabricStrategiesMixin
@@ -105,6 +106,10 @@ class Run(
         self.guard = TRUE
         self.trail = Trail()
         self.try_depth = 0
+        # What the handlers of each ``try`` around this point catch; and the class of the end of the
+        # path being taken (the script's ``raise ValueError``), where it is known (exits.py).
+        self.try_handlers: list[Handlers] = []
+        self.exit_class: Optional[str] = None
         # Of those ``try`` blocks, how many catch what Lightning's checks raise (CallEvent.caught).
         self.catching_fabric_errors = 0
         # Where ``hydra.initialize(...)``, called outside a ``with``, points ``compose``.

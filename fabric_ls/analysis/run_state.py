@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from fabric_ls.analysis.events import CallEvent, FabricState, StatementPlace
+    from fabric_ls.analysis.exits import Handlers
     from fabric_ls.analysis.guards import Guards
     from fabric_ls.analysis.join import PendingReturn
     from fabric_ls.analysis.project import Project
@@ -58,6 +59,8 @@ class RunState:
     guard: int
     trail: Trail
     try_depth: int
+    try_handlers: list[Handlers]
+    exit_class: Optional[str]
     catching_fabric_errors: int
     hydra_config_dir: Optional[str]
     config_store: ConfigStore

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from fabric_ls.analysis.config_files import holds_file
 from fabric_ls.analysis.events import StatementPlace
+from fabric_ls.analysis.exits import handled_classes, raised_class
 from fabric_ls.analysis.guards import FALSE
 from fabric_ls.analysis.join import Break as _Break
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
@@ -205,7 +206,7 @@ class StatementsMixin(RunState):
     def _stmt_Raise(self, node: ast.Raise, frame: Frame) -> None:
         if node.exc is not None:
             self._eval(node.exc, frame)  # ``raise SystemExit(main())``: the expression runs first
-        self.exited = True
+        self.exited, self.exit_class = True, raised_class(node)
         raise StopRun()
 
     def _stmt_Assert(self, node: ast.Assert, frame: Frame) -> None:
@@ -216,7 +217,7 @@ class StatementsMixin(RunState):
         if split is None or split is True:
             return
         if split is False:
-            self.exited = True
+            self.exited, self.exit_class = True, "AssertionError"
             raise StopRun()
         then_guard, else_guard = split
         if not self.decisions.narrows:
@@ -228,7 +229,7 @@ class StatementsMixin(RunState):
                 self._assertion_fails()
 
     def _assertion_fails(self) -> None:
-        self.exited = True
+        self.exited, self.exit_class = True, "AssertionError"
         raise StopRun()
 
     def _stmt_Break(self, node: ast.Break, frame: Frame) -> None:
@@ -339,6 +340,7 @@ class StatementsMixin(RunState):
             self._exec_block(node.finalbody, frame)
             return
         self.try_depth += 1
+        self.try_handlers.append(handled_classes(node))
         catching = any(_catches_fabric_errors(handler) for handler in node.handlers)
         self.catching_fabric_errors += catching
         completed = False
@@ -346,12 +348,13 @@ class StatementsMixin(RunState):
             self._exec_block(node.body, frame)
             completed = True
         except StopRun:
-            if self.steps > MAX_STEPS:
-                raise
+            if self.steps > MAX_STEPS or not node.handlers:
+                raise  # the budget; or ``try``/``finally``, which catches nothing
             # A raise inside ``try`` lands in a handler; we assume it is handled.
             self.exited = False
         finally:
             self.try_depth -= 1
+            self.try_handlers.pop()
             self.catching_fabric_errors -= catching
         if completed:
             self._exec_block(node.orelse, frame)

@@ -490,3 +490,17 @@ def _definition_facts(definition: ast.AST) -> tuple[bool, set[str], set[str]]:
             if node.attr in FABRIC_METHODS or node.attr.endswith("Fabric"):
                 mentions = True
     return mentions, loaded, attributes
+
+
+def static_truth(value: Value) -> Optional[bool]:
+    """The truth of a plain value, when it does not depend on the path."""
+    if isinstance(value, Const):
+        try:
+            return bool(value.value)
+        except Exception:
+            return True
+    if isinstance(value, (FabricObj, FunctionRef, ClassRef, SetupModule, SetupOptimizer, StrategyObj)):
+        return True
+    if isinstance(value, Obj) and value.cls is not None:
+        return True
+    return None
