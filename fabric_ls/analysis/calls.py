@@ -297,6 +297,15 @@ class CallsMixin(RunState):
         ):
             self._eval_args(node, frame)
             return Const(getattr(receiver.value, attr)(), receiver.origins)
+        if isinstance(receiver, Const) and isinstance(receiver.value, str) and attr in ("format", "join"):
+            args, keywords, opaque = self._eval_args(node, frame)
+            built = (
+                None
+                if opaque
+                else self._string_method(receiver, attr, args, keywords, frame.module.parsed.segment(node))
+            )
+            if built is not None:
+                return built
         return self._call_value(callee, node, frame)
 
     def _mapping_update(self, receiver: Mapping, attr: str, node: ast.Call, frame: Frame) -> Value:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import operator
 import os
 from typing import Any, Callable, Optional
 
@@ -273,9 +274,6 @@ class ExpressionsMixin(RunState):
                     pass
         return Mapping(items)
 
-    def _expr_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Value:
-        return Unknown(text=frame.module.parsed.segment(node))
-
     def _expr_Starred(self, node: ast.Starred, frame: Frame) -> Value:
         return self._eval(node.value, frame)
 
@@ -405,6 +403,15 @@ class ExpressionsMixin(RunState):
     def _expr_BinOp(self, node: ast.BinOp, frame: Frame) -> Value:
         left = self._eval(node.left, frame)
         right = self._eval(node.right, frame)
+        text_op = isinstance(node.op, ast.Mod) and isinstance(left, Const) and isinstance(left.value, str)
+        if text_op or (
+            isinstance(node.op, ast.Add) and (isinstance(left, Choice) or isinstance(right, Choice))
+        ):
+            # ``"deepspeed_stage_%d" % stage``, ``"deepspeed_stage_" + str(args.stage)``: strings.py.
+            apply = operator.mod if text_op else operator.add
+            return self._combined(
+                [left, right], lambda values: apply(*values), frame.module.parsed.segment(node)
+            )
         result = _binop(node.op, left, right)
         if isinstance(result, Unknown) and not result.text:
             return Unknown(text=frame.module.parsed.segment(node))

@@ -288,7 +288,9 @@ class FabricStrategiesMixin(RunState):
         else:
             fields["strategy_known"] = False
         if "plugins" in given:
-            fields["plugins"] = _plugin_kinds(self._concrete(given["plugins"]))
+            plugins = self._concrete(given["plugins"])
+            fields["plugins"] = _plugin_kinds(plugins)
+            fields["precision_plugin"] = _precision_plugin(plugins)
         for name, default in (
             ("accelerator", "auto"),
             ("devices", "auto"),
@@ -403,12 +405,25 @@ def _accelerator_name(value: Value) -> Optional[str]:
     return _ACCELERATOR_CLASSES.get(value.library_class.rsplit(".", 1)[-1])
 
 
+def _precision_plugin(value: Value) -> Optional[str]:
+    """The class of a Lightning precision plugin among ``plugins=`` ("MixedPrecision")."""
+    for item in value.items if isinstance(value, Seq) else [value]:
+        if isinstance(item, Obj) and item.library_class.startswith(_LIGHTNING_FABRIC):
+            name = item.library_class.rsplit(".", 1)[-1]
+            if name.endswith("Precision"):
+                return name
+    return None
+
+
 def _plugin_kinds(value: Value) -> Optional[tuple[tuple[str, str], ...]]:
     """What each of ``Fabric(plugins=...)`` is for the connector (connector.py:229), with its package:
     a Precision, a CheckpointIO, a ClusterEnvironment, or "invalid" (a strategy, an accelerator); None
     where one of them is not known."""
     if isinstance(value, Const) and value.value is None:
         return ()
+    if isinstance(value, Const) and isinstance(value.value, str):
+        # ``plugins="deepspeed_stage_2"``: a string is iterable, and each letter is no plugin.
+        return (("invalid", ""),) if value.value else ()
     items = value.items if isinstance(value, Seq) else [value]
     kinds: list[tuple[str, str]] = []
     for item in items:

@@ -61,6 +61,8 @@ class FabricConfig:
     strategy_accelerator: Optional[str] = None
     # ``accelerator=`` given an Accelerator object (it is not "auto").
     accelerator_object: bool = False
+    # The class of the precision plugin in ``plugins=`` ("MixedPrecision"), where one is known.
+    precision_plugin: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,8 @@ class ResolvedStrategy:
     cli: bool = False
     # devices * num_nodes where both are constants (``fabric.world_size`` before launch).
     world_size: Optional[int] = None
+    # A precision plugin given in ``plugins=`` (its class): Fabric uses it as it is.
+    precision_plugin: Optional[str] = None
     # Constructor problems: (rule, message args), in Lightning's order.
     problems: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = field(default=())
 
@@ -253,6 +257,7 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         precision=precision,
         unknown_reason=unknown_reason,
         problems=tuple(problems),
+        precision_plugin=config.precision_plugin,
         world_size=count * config.num_nodes
         if count is not None and isinstance(config.num_nodes, int)
         else None,

@@ -55,6 +55,7 @@ from fabric_ls.analysis.state import (
     _NoForks,
 )
 from fabric_ls.analysis.statements import StatementsMixin
+from fabric_ls.analysis.strings import StringsMixin
 from fabric_ls.analysis.trail import Trail
 from fabric_ls.analysis.value_ops import (
     _looks_like_fabric_param,
@@ -78,6 +79,7 @@ class Run(
     CallsMixin,
     ParametersMixin,
     LibraryMixin,
+    StringsMixin,
     FabricMixin,
     FabricStrategiesMixin,
     HydraMixin,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ArgParser,
         Choice,
         ConfigStore,
+        Const,
         ContextValue,
         FabricObj,
         FilePath,
@@ -209,6 +210,12 @@ class RunState:
             user_class: Optional[str] = None,
             qualname: str = "lightning.fabric.Fabric",
         ) -> Value: ...
+        # strings.py
+        def _combined(self, parts: list[Value], build: Callable[[list[Any]], Any], text: str) -> Value: ...
+        # strings.py
+        def _string_method(
+            self, receiver: Const, attr: str, args: list[Value], keywords: dict[str, Value], text: str
+        ) -> Optional[Value]: ...
         # fabric_strategies.py
         def _fabric_from_arguments(
             self,

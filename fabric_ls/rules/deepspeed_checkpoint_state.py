@@ -17,6 +17,7 @@ from fabric_ls.analysis.values import (
     Const,
     Mapping,
     Obj,
+    Seq,
     SetupDataLoader,
     SetupModule,
     SetupOptimizer,
@@ -26,8 +27,9 @@ from fabric_ls.rules.common import Case, is_torch_module_class, lightning_senten
 
 RULE = "FAB026"
 METHODS = ("save", "load")
-# Values that are certainly not a module holding a DeepSpeed engine.
-_NOT_A_MODEL = (Const, SetupOptimizer, SetupDataLoader)
+# Values that are certainly not a module holding a DeepSpeed engine (a dict of models is not: the
+# strategies look at the state's own values only).
+_NOT_A_MODEL = (Const, SetupOptimizer, SetupDataLoader, Mapping, Seq)
 
 
 def check(event: CallEvent) -> Optional[Violation]:
@@ -179,6 +181,19 @@ fabric.save("checkpoint.pt", {"model": model}, filter={"model": lambda name, val
 """,
 ]
 INVALID = [
+    # The model one level down: the strategy looks at the state's own values only.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")
+fabric.launch()
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+fabric.save("checkpoint", {"modules": {"model": model}, "optimizer": optimizer})
+""",
+        8,
+    ),
     # XLA-FSDP with the state dicts instead of the set-up model (the MNIST XLA-FSDP example's shape).
     Case(
         """import torch

@@ -255,6 +255,14 @@ fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy, plugins=[HalfP
 """,
         6,
     ),
+    # A strategy name given as a plugin: the string is iterated, and its letters are no plugins.
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, plugins="deepspeed_stage_2")
+""",
+        3,
+    ),
     # A registered name whose class needs a device: the registry builds it without one.
     Case(
         """from lightning.fabric import Fabric

@@ -3,7 +3,7 @@ without ``fabric.to_device(...)``/``.to(fabric.device)``: on a GPU, torch's devi
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import LoaderBatch
@@ -18,7 +18,8 @@ _ACCELERATORS = frozenset({"cuda", "tpu", "mps"})
 
 
 def check(event: CallEvent) -> Optional[Violation]:
-    if event.strategy.accelerator not in _ACCELERATORS:
+    strategy = event.strategy
+    if strategy.accelerator not in _ACCELERATORS or _moves_inputs(strategy):
         return None
     batches = [value for value in [*event.args, *event.keywords.values()] if isinstance(value, LoaderBatch)]
     if not batches:
@@ -29,6 +30,19 @@ def check(event: CallEvent) -> Optional[Violation]:
     name = f"`{loader.name}`" if loader.name else "the DataLoader"
     where = f"{name} (line {line})" if line is not None and loader.created_path == event.parsed.path else name
     return Violation(event.node, {"loader": where, "device": event.strategy.accelerator})
+
+
+def _moves_inputs(strategy: Any) -> bool:
+    """The strategy's wrapper moves the forward's tensors to the model's device itself: DDP with
+    ``device_ids`` (ddp.py:126-130, torch distributed.py ``_pre_forward``), DataParallel's scatter, FSDP's
+    ``_root_pre_forward``. A ModelParallelStrategy's wrapper is the script's ``parallelize_fn``: not known.
+    DeepSpeed's engine and the XLA strategies call the module with the tensors as they are."""
+    if strategy.class_name is None or strategy.is_a("DeepSpeedStrategy"):
+        return strategy.class_name is None
+    return any(
+        strategy.is_a(name)
+        for name in ("DDPStrategy", "DataParallelStrategy", "FSDPStrategy", "ModelParallelStrategy")
+    )
 
 
 _HEAD = """import torch
@@ -56,6 +70,10 @@ VALID = [
     _HEAD + "for x, y in loader:\n    x, y = x.to(fabric.device), y.to(fabric.device)\n" + _STEP,
     # On the CPU the batches are where the model is.
     _HEAD.replace('accelerator="cuda"', 'accelerator="cpu"') + "for x, y in loader:\n" + _STEP,
+    # DDP on GPUs moves the forward's tensors to the device itself (torch's ``_pre_forward``).
+    _HEAD.replace("devices=1)", 'devices=2, strategy="ddp")\nfabric.launch()')
+    + "for x, y in loader:\n"
+    + _STEP,
 ]
 INVALID = [
     Case(_HEAD + "for x, y in loader:\n" + _STEP, 11),

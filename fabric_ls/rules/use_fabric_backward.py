@@ -14,6 +14,9 @@ RULE = "FAB016"
 METHODS = ("tensor.backward",)
 # Precision plugins that override the backward hooks (MixedPrecision), wrappers.py:230-241.
 _MIXED = ("16-mixed", "bf16-mixed")
+# The plugin classes that override ``Precision.backward`` (Fabric uses a plugin given in ``plugins=``
+# as it is, whatever the strategy; checked with lightning 2.6.6).
+_BACKWARD_PLUGINS = frozenset({"MixedPrecision", "DeepSpeedPrecision", "FSDPPrecision"})
 
 
 def check(event: CallEvent) -> Optional[Violation]:
@@ -27,9 +30,13 @@ def check(event: CallEvent) -> Optional[Violation]:
         and not strategy.is_a("SingleDeviceXLAStrategy")
         and not strategy.is_a("XLAFSDPStrategy")
     )
+    plugin = strategy.precision_plugin
+    if plugin is not None:
+        mixed = plugin in _BACKWARD_PLUGINS
     if not (always or mixed):
         return None
-    return Violation(event.node, {"precision": strategy.precision or "32-true"}, fabric_backward_fix(event))
+    precision = f"{plugin} plugin" if plugin is not None else strategy.precision or "32-true"
+    return Violation(event.node, {"precision": precision}, fabric_backward_fix(event))
 
 
 def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
@@ -42,6 +49,17 @@ def fabric_backward_fix(event: CallEvent) -> Optional[Fix]:
 
 
 VALID = [
+    # A precision plugin that keeps the plain backward (HalfPrecision overrides no backward hook).
+    """import torch
+from lightning.fabric import Fabric
+from lightning.fabric.plugins import HalfPrecision
+
+fabric = Fabric(accelerator="cuda", devices=1, plugins=HalfPrecision("bf16-true"))
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+loss = model(torch.randn(2, 4, device=fabric.device, dtype=torch.bfloat16)).sum()
+loss.backward()
+""",
     """import torch
 from lightning.fabric import Fabric
 
@@ -73,6 +91,30 @@ fabric.launch()
 model = torch.nn.Linear(4, 2)
 model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
 loss = model(torch.randn(2, 4)).sum()
+fabric.backward(loss)
+""",
+    ),
+    # The precision given as a plugin: MixedPrecision overrides the backward hooks whatever the strategy.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+from lightning.fabric.plugins import MixedPrecision
+
+fabric = Fabric(accelerator="cuda", devices=1, plugins=MixedPrecision("16-mixed", "cuda"))
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+loss = model(torch.randn(2, 4, device=fabric.device)).sum()
+loss.backward()
+""",
+        9,
+        """import torch
+from lightning.fabric import Fabric
+from lightning.fabric.plugins import MixedPrecision
+
+fabric = Fabric(accelerator="cuda", devices=1, plugins=MixedPrecision("16-mixed", "cuda"))
+model = torch.nn.Linear(4, 2)
+model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters()))
+loss = model(torch.randn(2, 4, device=fabric.device)).sum()
 fabric.backward(loss)
 """,
     ),

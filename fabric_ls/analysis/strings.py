@@ -1,0 +1,99 @@
+"""Strings the script builds: f-strings, ``"...".format(...)``, ``"..." % x``, ``"_".join([...])``,
+``"a" + str(b)`` — a constant where every part is one, one per option where a part is a choice
+(``strategy=f"deepspeed_stage_{args.stage}"`` with ``--stage`` in 1, 2, 3)."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Callable, Optional
+
+from fabric_ls.analysis.run_state import RunState
+from fabric_ls.analysis.state import Frame
+from fabric_ls.analysis.values import Choice, Const, Seq, Unknown, Value
+
+# Choices in one string: their options are combined, up to this many results.
+MAX_COMBINED = 64
+_CONVERSIONS: dict[int, Callable[[Any], str]] = {ord("r"): repr, ord("s"): str, ord("a"): ascii}
+
+
+class StringsMixin(RunState):
+    """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
+
+    def _expr_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Value:
+        parts = [
+            self._eval(part.value, frame) for part in node.values if isinstance(part, ast.FormattedValue)
+        ]
+        return self._combined(parts, lambda values: _joined(node, values), frame.module.parsed.segment(node))
+
+    def _string_method(
+        self, receiver: Const, attr: str, args: list[Value], keywords: dict[str, Value], text: str
+    ) -> Optional[Value]:
+        """``"{}_{}".format(a, b)``, ``"_".join(parts)`` on a constant string; None: another method."""
+        template: str = receiver.value
+        if attr == "format":
+            count, names = len(args), list(keywords)
+
+            def formatted(values: list[Any]) -> Any:
+                return template.format(*values[:count], **dict(zip(names, values[count:])))
+
+            return self._combined(
+                [receiver, *args, *keywords.values()], lambda values: formatted(values[1:]), text
+            )
+        if attr == "join" and len(args) == 1 and not keywords and isinstance(args[0], Seq):
+            return self._combined([receiver, *args[0].items], lambda values: template.join(values[1:]), text)
+        return None
+
+    def _combined(self, parts: list[Value], build: Callable[[list[Any]], Any], text: str) -> Value:
+        """``build`` of the parts' values: a constant string, or a choice of them where parts are
+        choices (each option under its conditions); unknown where a part is, or past MAX_COMBINED."""
+        count = 1
+        for part in parts:
+            count *= _option_count(part) if isinstance(part, Choice) else 1
+        if count > MAX_COMBINED:
+            return Unknown(text=text)
+        return self._combine(parts, build, text)
+
+    def _combine(self, parts: list[Value], build: Callable[[list[Any]], Any], text: str) -> Value:
+        for index, part in enumerate(parts):
+            if isinstance(part, Choice):
+                return self._lift(
+                    part,
+                    lambda option, index=index: self._combine(  # type: ignore[misc]
+                        [*parts[:index], option, *parts[index + 1 :]], build, text
+                    ),
+                )
+        constants = [part for part in parts if isinstance(part, Const)]
+        if len(constants) < len(parts):
+            return Unknown(text=text)
+        try:
+            built = build([part.value for part in constants])
+        except Exception:
+            return Unknown(text=text)
+        if not isinstance(built, str):
+            return Unknown(text=text)
+        return Const(built, tuple(origin for part in constants for origin in part.origins))
+
+
+def _joined(node: ast.JoinedStr, values: list[Any]) -> str:
+    pieces: list[str] = []
+    remaining = iter(values)
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            pieces.append(str(part.value))
+            continue
+        assert isinstance(part, ast.FormattedValue)
+        value = next(remaining)
+        if part.conversion in _CONVERSIONS:
+            value = _CONVERSIONS[part.conversion](value)
+        spec = part.format_spec
+        if isinstance(spec, ast.JoinedStr):
+            if not all(isinstance(piece, ast.Constant) for piece in spec.values):
+                raise ValueError("a format spec that is not constant")
+            pieces.append(format(value, "".join(str(getattr(piece, "value", "")) for piece in spec.values)))
+        else:
+            pieces.append(format(value))
+    return "".join(pieces)
+
+
+def _option_count(choice: Choice) -> int:
+    return sum(_option_count(option) if isinstance(option, Choice) else 1 for option in choice.options)
