@@ -25,6 +25,7 @@ from fabric_ls.analysis.state import (
     _TENSOR_RETURNING,
     FABRIC_CLASSES,
     MAX_DEPTH,
+    MAX_RECURSION_DEPTH,
     PARAMETER_METHODS,
     Frame,
     _NoForks,
@@ -437,7 +438,11 @@ class CallsMixin(RunState):
     ) -> Value:
         node = function.node
         self.executed_functions.add(id(node))
+        active = self.active_calls.get(id(node), 0)
+        if active and self.depth >= MAX_RECURSION_DEPTH:
+            return UNKNOWN
         if self.depth >= MAX_DEPTH:
+            self.calls_too_deep = True
             return UNKNOWN
         frame = Frame(function.module, node, self.trail)
         frame.enclosing = function.closure
@@ -457,6 +462,7 @@ class CallsMixin(RunState):
         )
         self.fabric_free_depth += fabric_free
         self.depth += 1
+        self.active_calls[id(node)] = active + 1
         result: Value = Const(None)
         try:
             if isinstance(node, ast.Lambda):
@@ -474,6 +480,7 @@ class CallsMixin(RunState):
             result = resume_pending_return(self, frame)
         finally:
             self.depth -= 1
+            self.active_calls[id(node)] = active
             self.fabric_free_depth -= fabric_free
         if frame.pending_returns:
             result = join_returns(self, frame, result)

@@ -147,7 +147,7 @@ def _explore_root(
                 # The definitions as they were made, for the next run; what this run made stays.
                 run.trail.restore_older(mark)
         result.steps += run.steps
-        if decisions.truncated:
+        if decisions.truncated or run.calls_too_deep:
             result.incomplete = True
         reached.update(run.executed_functions)
         result.dependencies.update(run.dependencies)

@@ -139,6 +139,10 @@ class Run(
         self.exited = False
         self.steps = 0
         self.depth = 0
+        # Calls being evaluated, by function: a recursion is followed MAX_RECURSION_DEPTH deep.
+        self.active_calls: dict[int, int] = {}
+        # A call past MAX_DEPTH was not followed: the analysis is not complete.
+        self.calls_too_deep = False
         self.modules: dict[str, ModuleEnv] = {}
         self.shared = shared if shared is not None else SharedAcrossRuns()
         self.helper_modules = self.shared.helper_modules

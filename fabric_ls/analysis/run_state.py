@@ -79,6 +79,8 @@ class RunState:
     exited: bool
     steps: int
     depth: int
+    active_calls: dict[int, int]
+    calls_too_deep: bool
     modules: dict[str, ModuleEnv]
     shared: SharedAcrossRuns
     helper_modules: dict[str, ModuleEnv]

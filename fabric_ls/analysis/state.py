@@ -57,7 +57,11 @@ FABRIC_PARAMETERS = frozenset({*STRATEGY_ARGUMENTS, "plugins", "callbacks", "log
 PARAMS_PASSTHROUGH = frozenset({"list", "tuple", "filter", "iter", "sorted", "chain", "itertools.chain"})
 
 MAX_STEPS = 40_000
-MAX_DEPTH = 10
+# Calls nested this deep are followed (a class-based trainer is often 10-15 deep); past it the call is
+# an unknown value, and the analysis says some paths were not checked.
+MAX_DEPTH = 32
+# A function calling itself (directly or not) is followed this deep, then its result is unknown.
+MAX_RECURSION_DEPTH = 10
 MAX_DECISIONS = 14
 MAX_EXPRESSION_DEPTH = 150
 # Nodes of the guard table (fabric_ls.analysis.guards) of one analysis: conditions past this are not followed.
