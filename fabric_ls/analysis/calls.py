@@ -396,7 +396,10 @@ class CallsMixin(RunState):
             found.extend(_collect_params(value))
             if escapes and isinstance(value, FabricObj):
                 self.trail.set_attr(value.site, "escaped", True)
-        outputs = [v for v in [*args, *keywords.values()] if isinstance(v, ModelOutput) or self._wrappers(v)]
+        given = [*args, *keywords.values()]
+        # ``sum([...])``, ``torch.stack(losses)``: the outputs in a list count as well.
+        given += [item for value in given if isinstance(value, Seq) for item in value.items]
+        outputs = [v for v in given if isinstance(v, ModelOutput) or self._wrappers(v)]
         if outputs and not found:
             return outputs[0]  # a loss computed from a model output (of one of several Fabric objects)
         meta = any(

@@ -47,6 +47,7 @@ from fabric_ls.analysis.values import (
     External,
     FunctionRef,
     Mapping,
+    ModelOutput,
     Namespace,
     Obj,
     Partial,
@@ -103,6 +104,14 @@ class LibraryMixin(RunState):
         if qualname in ("isinstance",):
             return self._isinstance(node, frame)
         args, keywords, opaque = self._eval_args(node, frame)
+        if qualname in ("torch.autograd.grad", "torch.autograd.backward"):
+            # An autograd pass through a set-up model's output runs its backward hook, as
+            # ``loss.backward()`` does (wrappers.py:230-241): the WGAN-GP gradient penalty.
+            tensors = args[0] if args else keywords.get("outputs" if qualname.endswith("grad") else "tensors")
+            items = tensors.items if isinstance(tensors, Seq) else [tensors]
+            output = next((item for item in items if isinstance(item, ModelOutput)), None)
+            if output is not None:
+                self._emit(output.fabric, "tensor.backward", node, frame, [], {})
         if qualname == "type" and len(args) == 1 and not keywords:
             # ``type(fabric.strategy)``: its class, per strategy.
             subject = args[0]

@@ -118,4 +118,31 @@ loss = model(torch.randn(2, 4, device=fabric.device)).sum()
 fabric.backward(loss)
 """,
     ),
+    # A gradient penalty: ``torch.autograd.grad`` through the set-up model's output runs its hook too.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=1, precision="bf16-mixed")
+critic, optimizer = fabric.setup(torch.nn.Linear(4, 1), torch.optim.Adam([torch.zeros(1)]))
+points = torch.randn(2, 4, device=fabric.device).requires_grad_(True)
+scores = critic(points)
+grads = torch.autograd.grad(outputs=scores, inputs=points, grad_outputs=torch.ones_like(scores))[0]
+""",
+        8,
+    ),
+    # The losses of two outputs summed from a list.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="fsdp")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+x = torch.randn(2, 4, device=fabric.device)
+losses = [model(x).sum(), model(x).mean()]
+sum(losses).backward()
+""",
+        9,
+    ),
 ]
