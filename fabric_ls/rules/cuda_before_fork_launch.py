@@ -40,6 +40,8 @@ _INITIALISING = frozenset(
         "mem_get_info",
         "Stream",
         "Event",
+        "is_bf16_supported",  # it asks current_device() (torch/cuda/__init__.py is_bf16_supported)
+        "get_rng_state",
     }
 )
 _ACCELERATORS_ON_CUDA = ("auto", "cuda", "gpu")
@@ -95,9 +97,12 @@ def _children_use_cuda(event: CallEvent) -> bool:
 
 
 def _is_cuda_device(node: ast.AST, devices: frozenset[str]) -> bool:
-    """A literal CUDA device (``"cuda:1"``, ``torch.device("cuda", 0)``) or a name bound to one."""
+    """A literal CUDA device (``"cuda:1"``, ``torch.device("cuda", 0)``, a device index ``0``) or a
+    name bound to one."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value == "cuda" or node.value.startswith("cuda:")
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return True  # ``tensor.to(0)``: torch reads an index as a CUDA device
     if isinstance(node, ast.Name):
         return node.id in devices
     if isinstance(node, ast.Call) and _dotted(node.func) in ("torch.device", "device") and node.args:
@@ -230,5 +235,21 @@ if __name__ == "__main__":
     main()
 """,
         15,
+    ),
+    # Asking whether the GPU supports bf16 asks for the current device: a CUDA context.
+    Case(
+        """import torch
+from lightning.fabric import Fabric
+
+
+def train(fabric):
+    pass
+
+
+precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp_notebook", precision=precision)
+fabric.launch(train)
+""",
+        11,
     ),
 ]
