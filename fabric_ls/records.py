@@ -88,6 +88,8 @@ class RaiseSite:
     line_number: int
     error_message: str
     when: str = ""
+    # Python raises at this line, which ``error_message`` quotes (a call Lightning makes), not a ``raise``.
+    raised_by_python: bool = False
 
     @property
     def location(self) -> str:
@@ -328,6 +330,7 @@ def validate_record(data: Mapping[str, Any], source: str = "<record>") -> Record
             line_number=_site_line(fields, item, index),
             error_message=fields.text("errorMessage", item, f"otherSites[{index}]."),
             when=fields.text("when", item, f"otherSites[{index}]."),
+            raised_by_python=item.get("raisedByPython") is True,
         )
         for index, item in enumerate(fields.objects("otherSites"))
     )

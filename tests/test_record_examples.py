@@ -125,7 +125,7 @@ def test_lightning_raises_on_before_and_runs_after(tmp_path, lightning_outcomes,
             not before.raised_by_lightning
             or any(site.error_class == before.error_class for site in record.other_sites)
             # Python itself raises at the site, inside Lightning (FAB039: a string read as a dict).
-            or (before.raise_site == at_site and before.error_class == record.error_class)
+            or (before.lightning_site == at_site and before.error_class == record.error_class)
         ), (before.error_class, before.message)
     after = lightning_outcomes[f"{rule}-after"]
     assert after.error_class is None, (after.error_class, after.message)

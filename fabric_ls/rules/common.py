@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.values import Obj, Params, SetupOptimizer, Value
@@ -25,6 +25,17 @@ def constructor_problem(event: CallEvent, rule: str) -> Optional[Violation]:
         if found == rule:
             return Violation(event.node, dict(args))
     return None
+
+
+def is_raw_module(value: Any) -> bool:
+    """An object known to be a module itself, not Fabric's wrapper of it: it was set up (the wrapper
+    went elsewhere), or it is an instance of a class in the workspace, or of a ``torch.nn`` module
+    class (``torch.nn.Linear``)."""
+    from fabric_ls.analysis.values import Obj
+
+    return isinstance(value, Obj) and (
+        "__setup__" in value.attrs or value.cls is not None or is_torch_module_class(value.library_class)
+    )
 
 
 def is_torch_module_class(qualname: str) -> bool:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.analysis.values import Obj
-from fabric_ls.rules.common import Case, is_torch_module_class
+from fabric_ls.rules.common import Case, is_raw_module
 
 RULE = "FAB024"
 METHODS = ("no_backward_sync",)
@@ -14,11 +13,7 @@ METHODS = ("no_backward_sync",)
 
 def check(event: CallEvent) -> Optional[Violation]:
     module = event.args[0] if event.args else event.keywords.get("module")
-    # Only an object known to be the raw module: it was set up (the wrapper went elsewhere), it is an
-    # instance of a class in the workspace, or of a ``torch.nn`` module class (``torch.nn.Linear``).
-    if isinstance(module, Obj) and (
-        "__setup__" in module.attrs or module.cls is not None or is_torch_module_class(module.library_class)
-    ):
+    if module is not None and is_raw_module(module):
         return Violation(event.node)
     return None
 

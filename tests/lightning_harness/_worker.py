@@ -51,6 +51,7 @@ def _describe(exc: BaseException | None, script_path: str, lightning_dirs: list[
             "line": None,
             "raised_by_lightning": False,
             "raise_site": None,
+            "lightning_site": None,
         }
     frames = traceback.extract_tb(exc.__traceback__)
     script_lines = [frame.lineno for frame in frames if _same_file(frame.filename, script_path)]
@@ -76,12 +77,19 @@ def _describe(exc: BaseException | None, script_path: str, lightning_dirs: list[
             if _same_file(real, script_path):
                 real = os.path.basename(script_path)
         raise_site = f"{real}:{innermost.lineno}"
+    lightning_site = None
+    for frame in frames:  # the innermost frame inside Lightning, whatever it called
+        real = os.path.realpath(frame.filename)
+        for package_dir in lightning_dirs:
+            if real.startswith(package_dir + os.sep):
+                lightning_site = f"{os.path.relpath(real, os.path.dirname(package_dir))}:{frame.lineno}"
     return {
         "error_class": type(exc).__name__,
         "message": str(exc),
         "line": line,
         "raised_by_lightning": raised_by_lightning,
         "raise_site": raise_site,
+        "lightning_site": lightning_site,
     }
 
 

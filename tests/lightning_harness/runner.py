@@ -69,6 +69,8 @@ class Outcome:
             warnings it emitted.
         raise_site: The innermost frame as ``"lightning/fabric/fabric.py:1226"`` (paths inside Lightning are
             relative to site-packages; the script itself is shown by its file name), or ``None``.
+        lightning_site: The innermost frame inside Lightning, as ``raise_site`` shows it, whatever it called
+            (``fabric.py:505`` for an AttributeError torch raises there), or ``None``.
         stdout_tail: The last characters of what the script wrote to stdout.
         warnings: Every warning emitted while the script ran, as ``"Category: message"``.
         timed_out: The script was stopped after ``timeout`` seconds.
@@ -81,6 +83,7 @@ class Outcome:
     raised_by_lightning: bool
     stderr_tail: str
     raise_site: str | None = None
+    lightning_site: str | None = None
     stdout_tail: str = ""
     warnings: tuple[str, ...] = ()
     timed_out: bool = False
