@@ -170,6 +170,37 @@ def test_check_runs_nothing(tmp_path, arguments):
     assert ran(markers) == []
 
 
+@pytest.mark.parametrize("command", [["check", "train.py"], ["check", "--format", "json", "."]])
+def test_a_project_module_named_like_the_standard_library_is_not_imported(tmp_path, command):
+    """``python -m`` puts the working directory first on sys.path; a project's ``logging.py`` (the
+    checker and the server import the standard library's) must neither run nor break the check."""
+    marker = tmp_path / "markers" / "stdlib-shadow"
+    for name in ("logging", "random", "json", "typing_extensions", "concurrent"):
+        if name == "concurrent":
+            (tmp_path / name).mkdir()
+            module = tmp_path / name / "__init__.py"
+        else:
+            module = tmp_path / f"{name}.py"
+        module.write_text(f"open({str(marker)!r}, 'w').write({name!r})\nraise SystemExit(99)\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom lightning.fabric import Fabric\n\n"
+        'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\nfabric.launch()\n'
+        "model = fabric.setup_module(torch.nn.Linear(4, 4))\n"
+        "optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "fabric_ls", *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 1, result.stderr
+    assert "FAB001" in result.stdout, result.stdout
+    assert not marker.exists(), marker.read_text()
+
+
 # ----- nothing written when not asked --------------------------------------------------------
 
 
