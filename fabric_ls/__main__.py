@@ -10,9 +10,7 @@ def _without_the_working_directory() -> None:
     checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     working = os.getcwd()
     sys.path[:] = [
-        entry
-        for entry in sys.path
-        if os.path.abspath(entry or os.curdir) != working or working == checkout
+        entry for entry in sys.path if os.path.abspath(entry or os.curdir) != working or working == checkout
     ]
 
 

@@ -10,7 +10,7 @@ from fabric_ls.engine import analyze_source
 
 
 def _chain(depth: int) -> str:
-    """``step0`` calls ``step1`` ... calls ``step<depth-1>``, which calls ``loss.backward()`` under DeepSpeed."""
+    """``step0`` calls ``step1`` ... ``step<depth-1>``, which calls ``loss.backward()`` under DeepSpeed."""
     lines = [
         "import torch",
         "import lightning as L",
@@ -49,7 +49,8 @@ def test_a_call_chain_of_sixteen_methods_is_followed(tmp_path: Path) -> None:
     path = tmp_path / "train.py"
     path.write_text(script)
     analysis = analyze_source(script, str(path))
-    assert [(f.code, f.span.start_line + 1) for f in analysis.findings] == [("FAB016", _backward_line(script))]
+    found = [(f.code, f.span.start_line + 1) for f in analysis.findings]
+    assert found == [("FAB016", _backward_line(script))]
     assert analysis.notes == []
     outcome = run_with_lightning(script, profile="gpu8")
     assert (outcome.error_class, outcome.raised_by_lightning, outcome.line) == (
@@ -88,5 +89,6 @@ optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
     path = tmp_path / "train.py"
     path.write_text(script)
     analysis = analyze_source(script, str(path))
-    assert [(f.code, f.span.start_line + 1, f.severity) for f in analysis.findings] == [("FAB001", 15, "error")]
+    found = [(f.code, f.span.start_line + 1, f.severity) for f in analysis.findings]
+    assert found == [("FAB001", 15, "error")]
     assert analysis.notes == []

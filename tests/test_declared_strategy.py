@@ -168,3 +168,16 @@ def test_lightning_reaches_the_setup_calls_when_the_script_does_not_launch(under
         6,
         "lightning/fabric/fabric.py:1226",
     )
+
+
+def test_fabric_run_leaves_the_precision_and_the_plugins_to_the_script(tmp_path):
+    """``fabric run`` sets LT_PRECISION only when ``--precision`` is given (cli.py:184): the script's own
+    precision is still checked by the connector, and refused; its ``devices`` give way to LT_DEVICES."""
+    from lightning_harness import Script, run_many
+
+    refused = WRITTEN_FOR_FABRIC_RUN.replace("Fabric()", 'Fabric(precision="8-mixed")')
+    assert findings(refused, tmp_path)[:1] == [("FAB038", 4, "warning")]
+    replaced = WRITTEN_FOR_FABRIC_RUN.replace("Fabric()", "Fabric(devices=0)")
+    assert [code for code, _, _ in findings(replaced, tmp_path)] == ["FAB001"]
+    (outcome,) = run_many([Script(refused, env=FABRIC_RUN)], profile="gpu8")
+    assert (outcome.error_class, outcome.raised_by_lightning, outcome.line) == ("ValueError", True, 4)

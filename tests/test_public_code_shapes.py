@@ -481,6 +481,29 @@ fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
         (),
         None,
     ),
+    # A module-level list written with its items is never empty: ``not DATA or len(DATA) < 1`` is
+    # false, so the helper never returns None (Pints-AI/1.5-Pints pretrain/main.py).
+    "a non-empty list constant tested": Shape(
+        """import torch
+from torch.utils.data import DataLoader, TensorDataset
+import lightning as L
+
+DATA_CONFIG = ["dataset-a"]
+
+
+def create_dataloader():
+    if not DATA_CONFIG or len(DATA_CONFIG) < 1:
+        return None
+    return DataLoader(TensorDataset(torch.randn(4, 2)))
+
+
+fabric = L.Fabric(accelerator="cpu", devices=1)
+loader = fabric.setup_dataloaders(create_dataloader())
+""",
+        "cpu",
+        (),
+        None,
+    ),
 }
 # Each quiet shape above has a twin one change away that Lightning rejects, and fabric-ls reports it:
 # the silence comes from reading the shape, not from not reaching it.
@@ -563,6 +586,12 @@ SHAPES.update(
             "gpu8",
             (("FAB001", 13),),
             ("RuntimeError", True, 13),
+        ),
+        "twin: an empty list constant tested": Shape(
+            SHAPES["a non-empty list constant tested"].script.replace('["dataset-a"]', "[]"),
+            "cpu",
+            (("FAB015", 15),),
+            ("TypeError", True, 15),
         ),
         "twin: an assert on the strategy that holds": Shape(
             SHAPES["an assert on the strategy"].script.replace(

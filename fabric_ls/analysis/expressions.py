@@ -252,10 +252,12 @@ class ExpressionsMixin(RunState):
         return self._eval(node.value, frame)
 
     def _expr_Tuple(self, node: ast.Tuple, frame: Frame) -> Value:
-        return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=True)
+        starred = sum(isinstance(e, ast.Starred) for e in node.elts)
+        return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=True, starred=starred)
 
     def _expr_List(self, node: ast.List, frame: Frame) -> Value:
-        return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=False)
+        starred = sum(isinstance(e, ast.Starred) for e in node.elts)
+        return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=False, starred=starred)
 
     def _expr_Set(self, node: ast.Set, frame: Frame) -> Value:
         return Seq([self._eval(e, frame) for e in node.elts])
@@ -386,6 +388,8 @@ class ExpressionsMixin(RunState):
                 ),
             )
         operand = self._concrete(operand)
+        if isinstance(node.op, ast.Not) and isinstance(operand, Seq) and operand.nonempty:
+            return Const(False)  # ``not ["a"]``
         if isinstance(operand, Const):
             try:
                 if isinstance(node.op, ast.Not):

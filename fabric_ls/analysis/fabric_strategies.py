@@ -236,6 +236,8 @@ class FabricStrategiesMixin(RunState):
                     precision=config.precision,
                     precision_known=config.precision_known,
                     script_dir=config.script_dir,
+                    plugins=config.plugins,
+                    precision_plugin=config.precision_plugin,
                 )
             )
             strategy = ResolvedStrategy(

@@ -112,6 +112,8 @@ class LibraryMixin(RunState):
             output = next((item for item in items if isinstance(item, ModelOutput)), None)
             if output is not None:
                 self._emit(output.fabric, "tensor.backward", node, frame, [], {})
+        if qualname == "len" and len(args) == 1 and isinstance(args[0], Seq) and args[0].exact_length:
+            return Const(len(args[0].items))
         if qualname == "type" and len(args) == 1 and not keywords:
             # ``type(fabric.strategy)``: its class, per strategy.
             subject = args[0]

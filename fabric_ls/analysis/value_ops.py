@@ -76,8 +76,13 @@ def _literal(value: Value) -> Any:
     return _NOT_LITERAL
 
 
-def _literal_seq(items: list[Value], is_tuple: bool) -> Value:
-    return Seq(items, is_tuple=is_tuple)
+def _literal_seq(items: list[Value], is_tuple: bool, starred: Optional[int] = None) -> Value:
+    """A list or tuple display; ``starred``: how many of its elements unpack another (None: not known)."""
+    if starred is None:
+        return Seq(items, is_tuple=is_tuple)
+    return Seq(
+        items, is_tuple=is_tuple, nonempty=len(items) > starred, written_length=-1 if starred else len(items)
+    )
 
 
 def _items(value: Value) -> list[Value]:
@@ -502,5 +507,7 @@ def static_truth(value: Value) -> Optional[bool]:
     if isinstance(value, (FabricObj, FunctionRef, ClassRef, SetupModule, SetupOptimizer, StrategyObj)):
         return True
     if isinstance(value, Obj) and value.cls is not None:
+        return True
+    if isinstance(value, Seq) and value.nonempty:
         return True
     return None

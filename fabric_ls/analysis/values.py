@@ -87,6 +87,16 @@ class Seq(Value):
     items: list[Value]
     is_tuple: bool = False
     uid: int = field(default_factory=lambda: next(_ids))
+    # Written with an element of its own (``["a"]``, not ``[*rest]``): never empty, whatever is appended
+    # (a loop's appends may not happen: a list filled by one is not known to be non-empty).
+    nonempty: bool = False
+    # A display without ``*rest``: how many items it was written with (-1: not one). While it still
+    # holds that many, they are all it holds (an append in a loop that may not run changes the count).
+    written_length: int = -1
+
+    @property
+    def exact_length(self) -> bool:
+        return self.written_length == len(self.items)
 
 
 @dataclass(eq=False)

@@ -48,11 +48,11 @@ _PRECISION_SYNONYMS = {
 
 def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
-    if strategy.cli:
-        return None  # under `fabric run` the LT_* variables replace the script's arguments
     for found, args in strategy.problems:
         if found == RULE:
             values = dict(args)
+            if strategy.cli and values["argument"] not in _CHECKED_UNDER_CLI:
+                return None  # `fabric run` sets LT_DEVICES and LT_NUM_NODES: the script's give way
             problem, advice, replacement = _explained(values)
             fix = None
             if replacement is not None:
@@ -61,6 +61,13 @@ def check(event: CallEvent) -> Optional[Violation]:
                 fix = _replace_fix(event, values["argument"], replacement, safe=same)
             return Violation(event.node, {"problem": problem, "advice": advice}, fix)
     return None
+
+
+# What ``fabric run`` leaves to the script unless given on its command line (cli.py
+# ``_set_env_variables``): the accelerator, the precision, the plugins.
+_CHECKED_UNDER_CLI = frozenset(
+    {"accelerator", "precision", "plugin_type", "plugins_twice", "precision_and_plugin", "tpu_strategy"}
+)
 
 
 def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
