@@ -15,6 +15,7 @@ from typing import Iterable, Iterator, Optional
 from fabric_ls import rules
 from fabric_ls.analysis.events import CallEvent, FabricState, Violation
 from fabric_ls.analysis.explore import Exploration, MergedFinding, explore, merge_findings, site_conditions
+from fabric_ls.analysis.guards import FALSE, TRUE
 from fabric_ls.analysis.project import Project
 from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.strategies import MATRIX_NAMES
@@ -195,22 +196,31 @@ def _fold_repeats(
     found.sort(key=lambda item: item[0])
     kept: list[tuple[MergedFinding, Finding]] = []
     raised_at: dict[tuple[int, str, str, int, int], int] = {}  # (root, rule, Fabric site) -> index in kept
+    # Where the findings kept for that key raise (a warning's paths; every path for an error).
+    raised_under: dict[tuple[int, str, str, int, int], int] = {}
+    guards = exploration.guards
     for (root, _), merged, finding in found:
         state = merged.event.fabric
         # A Fabric the script received (a parameter) has no Fabric(...) call: its object stands for it.
         where = (state.node.lineno, state.node.col_offset) if state.node is not None else (-1, state.uid)
         key = (root, merged.rule, state.path, *where)
         first = raised_at.get(key)
-        if first is not None:
+        fires = merged.fires.get(root, TRUE)
+        # Folded where every path it fires on raised at an earlier call of the same error (FAB009 on
+        # each setup call of a Fabric not launched on a multi-GPU machine).
+        reached = guards.and_(fires, guards.not_(raised_under.get(key, FALSE)))
+        if first is not None and reached == FALSE:
             earlier, shown = kept[first]
             line = shown.span.start_line + 1
             note = f"{REPEAT_NOTE}: the call at line {line} raises first"
             also = Origin(finding.path, finding.span, note)
             kept[first] = (earlier, replace(shown, related=(*shown.related, also)))
             continue
-        if merged.always and not merged.event.caught:
+        if not merged.event.caught:
             # A caught error does not end the run: the same mistake later is reached, and reported.
-            raised_at[key] = len(kept)
+            if merged.always or key not in raised_at:
+                raised_at[key] = len(kept)
+            raised_under[key] = TRUE if merged.always else guards.or_(raised_under.get(key, FALSE), fires)
         kept.append((merged, finding))
     return kept
 

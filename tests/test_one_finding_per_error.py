@@ -33,3 +33,31 @@ def test_conditional_findings_are_all_kept() -> None:
     ).replace("import torch\n", "import torch\nimport sys\n\ndistributed = len(sys.argv) > 1\n")
     analysis = engine.analyze_source(source, "/w/train.py")
     assert [finding.code for finding in analysis.findings].count("FAB009") == 2
+
+
+def test_a_warning_repeated_under_the_same_condition_is_reported_once() -> None:
+    # Without launch() on a machine with several GPUs: every later setup call fires on paths where the
+    # first one raised already, so it is listed with the first, not reported again.
+    source = NO_LAUNCH.replace("devices=2", 'devices=int(os.environ.get("NGPU", "1"))').replace(
+        "import torch\n", "import os\nimport torch\n"
+    )
+    analysis = engine.analyze_source(source, "/w/train.py")
+    [finding] = analysis.findings
+    assert (finding.code, finding.severity, finding.span.start_line + 1) == ("FAB009", "warning", 7)
+    [later] = [origin for origin in finding.related if "not reached" in origin.note]
+    assert later.span.start_line + 1 == 9
+
+
+def test_a_clause_that_reads_the_same_is_said_once() -> None:
+    # Two calls of one helper are two decisions with one description: the condition names it once.
+    from fabric_ls.analysis.guards import DecisionInfo, Guards
+
+    guards = Guards()
+    texts = ("`parse_devices(devices)` returns another value", "`parse_devices(devices)` returns 1")
+    first = guards.option(guards.decision(DecisionInfo("summary:1", texts)), 0)
+    second = guards.option(guards.decision(DecisionInfo("summary:2", texts)), 0)
+    big = guards.option(
+        guards.decision(DecisionInfo("order:devices", ("`devices > 1`", "not `devices > 1`"))), 0
+    )
+    either = guards.or_(guards.and_(first, big), guards.and_(second, big))
+    assert guards.describe(either) == "`parse_devices(devices)` returns another value and `devices > 1`"

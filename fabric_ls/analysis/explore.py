@@ -184,6 +184,8 @@ class MergedFinding:
     strategies: list[str]
     condition: Optional[str]
     always: bool
+    # Each root's guard: the combinations of decisions the finding fires under there.
+    fires: dict[int, int] = field(default_factory=dict)
 
 
 def _verdict_of(
@@ -210,9 +212,10 @@ def merge_findings(
     for (rule, _path, _span), by_root in _verdict_of(exploration, span_of).items():
         best: Optional[tuple[bool, Optional[str]]] = None
         members: list[Observed] = []
+        fires_by_root: dict[int, int] = {}
         for root, fired in sorted(by_root.items()):
             summary = exploration.roots[root]
-            fires = guards.any_of([guard for guard, _ in fired])
+            fires = fires_by_root[root] = guards.any_of([guard for guard, _ in fired])
             members.extend(observed for _, observed in fired)
             covered_all = summary.covered == TRUE
             # Paths the script ends by itself before the call without firing, and paths no run
@@ -234,7 +237,9 @@ def merge_findings(
             label = observed.event.fabric.strategy.label
             if label not in strategies:
                 strategies.append(label)
-        merged.append(MergedFinding(rule, first.verdict[1], first.event, strategies, best[1], best[0]))
+        merged.append(
+            MergedFinding(rule, first.verdict[1], first.event, strategies, best[1], best[0], fires_by_root)
+        )
     return merged
 
 

@@ -402,8 +402,11 @@ class Guards:
         if len(clauses) < 2:
             common = {}
         rests = [{d: a for d, a in clause.items() if d not in common} for clause in clauses]
-        texts = sorted((self._clause_text(rest) for rest in rests), key=lambda t: (len(t), t))
+        # Two decisions may read the same (one helper's result at two calls): a clause is said once.
+        texts = sorted({self._clause_text(rest) for rest in rests}, key=lambda t: (len(t), t))
         shown = texts[:max_clauses]
+        if len(texts) == 1 and common:
+            common, shown = {}, [self._clause_text(clauses[0])]
         text = " or ".join(f"({c})" if " and " in c and len(shown) > 1 else c for c in shown)
         if len(texts) > max_clauses:
             text += f" (and {len(texts) - max_clauses} more cases)"
