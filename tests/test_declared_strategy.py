@@ -181,3 +181,15 @@ def test_fabric_run_leaves_the_precision_and_the_plugins_to_the_script(tmp_path)
     assert [code for code, _, _ in findings(replaced, tmp_path)] == ["FAB001"]
     (outcome,) = run_many([Script(refused, env=FABRIC_RUN)], profile="gpu8")
     assert (outcome.error_class, outcome.raised_by_lightning, outcome.line) == ("ValueError", True, 4)
+
+
+def test_under_fabric_run_the_constructor_sets_the_environment_up(tmp_path):
+    """``Fabric.__init__`` calls ``setup_environment()`` under the CLI (fabric.py:164): DeepSpeed's CUDA
+    check (FAB019) raises at ``Fabric(...)``, in a script that never calls launch()."""
+    from lightning_harness import Script, run_many
+
+    on_cpu = WRITTEN_FOR_FABRIC_RUN.replace("Fabric()", 'Fabric(accelerator="cpu", devices=2)')
+    assert findings(on_cpu, tmp_path)[:1] == [("FAB019", 4, "warning")]
+    environment = {key: value for key, value in FABRIC_RUN.items() if key != "LT_ACCELERATOR"}
+    (outcome,) = run_many([Script(on_cpu, env=environment)], profile="cpu")
+    assert (outcome.error_class, outcome.raised_by_lightning, outcome.line) == ("RuntimeError", True, 4)
