@@ -507,103 +507,101 @@ loader = fabric.setup_dataloaders(create_dataloader())
 }
 # Each quiet shape above has a twin one change away that Lightning rejects, and fabric-ls reports it:
 # the silence comes from reading the shape, not from not reaching it.
-SHAPES.update(
-    {
-        "twin: empty_init from the environment, compared": Shape(
-            SHAPES["empty_init from the environment"].script.replace(
-                'os.environ.get("EMPTY_INIT")', 'os.environ.get("EMPTY_INIT") == "1"'
-            ),
-            "gpu8",
-            (("FAB003", 8),),
-            ("NotImplementedError", True, 8),
-        ),
-        "twin: launched by hand, then not": Shape(
-            SHAPES["launched by hand"].script.replace("_launched = True", "_launched = False"),
-            "gpu8",
-            (("FAB009", 7),),
-            ("RuntimeError", True, 7),
-        ),
-        "twin: launch only under fabric run": Shape(
-            SHAPES["launch unless under fabric run"].script.replace(
-                "if not _is_using_cli()", "if _is_using_cli()"
-            ),
-            "gpu8",
-            (("FAB009", 8),),
-            ("RuntimeError", True, 8),
-        ),
-        "twin: models in a dict, the other one set up in a loop": Shape(
-            SHAPES["models in a dict set up in a loop"].script.replace(
-                "for key in nets:", 'for key in ["d"]:'
-            ),
-            "gpu8",
-            (("FAB024", 9),),
-            ("TypeError", True, 9),
-        ),
-        "twin: one model set up in a loop, separately": Shape(
-            SHAPES["one model set up in a loop"].script.replace(
-                "ensemble.append(fabric.setup(net, torch.optim.AdamW(net.parameters())))",
-                "net = fabric.setup_module(net)\n"
-                "    ensemble.append((net, fabric.setup_optimizers(torch.optim.AdamW(net.parameters()))))",
-            ),
-            "gpu8",
-            (("FAB001", 10),),
-            ("RuntimeError", True, 10),
-        ),
-        "twin: the strategy's class name, the other way round": Shape(
-            SHAPES["the strategy's class name"].script.replace(
-                '== "DeepSpeedStrategy"', '!= "DeepSpeedStrategy"'
-            ),
-            "gpu8",
-            (("FAB001", 12),),
-            ("RuntimeError", True, 12),
-        ),
-        "the strategy's class by type()": Shape(
-            SHAPES["the strategy's class name"]
-            .script.replace(
-                'fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"',
-                "type(fabric.strategy) is DeepSpeedStrategy",
-            )
-            .replace(
-                "from lightning.fabric import Fabric\n",
-                "from lightning.fabric import Fabric\n"
-                "from lightning.fabric.strategies import DeepSpeedStrategy\n",
-            ),
-            "gpu8",
-            (),
-            None,
-        ),
-        "twin: the strategy's class by type(), the other way round": Shape(
-            SHAPES["the strategy's class name"]
-            .script.replace(
-                'fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"',
-                "type(fabric.strategy) is not DeepSpeedStrategy",
-            )
-            .replace(
-                "from lightning.fabric import Fabric\n",
-                "from lightning.fabric import Fabric\n"
-                "from lightning.fabric.strategies import DeepSpeedStrategy\n",
-            ),
-            "gpu8",
-            (("FAB001", 13),),
-            ("RuntimeError", True, 13),
-        ),
-        "twin: an empty list constant tested": Shape(
-            SHAPES["a non-empty list constant tested"].script.replace('["dataset-a"]', "[]"),
-            "cpu",
-            (("FAB015", 15),),
-            ("TypeError", True, 15),
-        ),
-        "twin: an assert on the strategy that holds": Shape(
-            SHAPES["an assert on the strategy"].script.replace(
-                "isinstance(fabric.strategy, XLAFSDPStrategy)",
-                "isinstance(fabric.strategy, DeepSpeedStrategy)",
-            ),
-            "gpu8",
-            (("FAB003", 8),),
-            ("NotImplementedError", True, 8),
-        ),
-    }
+_TYPE_TEST = (
+    SHAPES["the strategy's class name"]
+    .script.replace(
+        'fabric.strategy.__class__.__name__ == "DeepSpeedStrategy"', "type(fabric.strategy) is TEST"
+    )
+    .replace(
+        "from lightning.fabric import Fabric\n",
+        "from lightning.fabric import Fabric\nfrom lightning.fabric.strategies import DeepSpeedStrategy\n",
+    )
 )
+SHAPES["the strategy's class by type()"] = Shape(
+    _TYPE_TEST.replace("is TEST", "is DeepSpeedStrategy"), "gpu8", (), None
+)
+SHAPES["the strategy's class by type(), the other way round"] = Shape(
+    _TYPE_TEST.replace("is TEST", "is not DeepSpeedStrategy"),
+    "gpu8",
+    (("FAB001", 13),),
+    ("RuntimeError", True, 13),
+)
+# Each quiet shape above has a twin one change away that Lightning rejects, and fabric-ls reports it:
+# the silence comes from reading the shape, not from not reaching it.
+# (twin, of the shape, text replaced, by, rule and line, what Lightning raises there)
+_TWINS = (
+    (
+        "empty_init from the environment, compared",
+        "empty_init from the environment",
+        'os.environ.get("EMPTY_INIT")',
+        'os.environ.get("EMPTY_INIT") == "1"',
+        ("FAB003", 8),
+        "NotImplementedError",
+    ),
+    (
+        "launched by hand, then not",
+        "launched by hand",
+        "_launched = True",
+        "_launched = False",
+        ("FAB009", 7),
+        "RuntimeError",
+    ),
+    (
+        "launch only under fabric run",
+        "launch unless under fabric run",
+        "if not _is_using_cli()",
+        "if _is_using_cli()",
+        ("FAB009", 8),
+        "RuntimeError",
+    ),
+    (
+        "models in a dict, the other one set up in a loop",
+        "models in a dict set up in a loop",
+        "for key in nets:",
+        'for key in ["d"]:',
+        ("FAB024", 9),
+        "TypeError",
+    ),
+    (
+        "one model set up in a loop, separately",
+        "one model set up in a loop",
+        "ensemble.append(fabric.setup(net, torch.optim.AdamW(net.parameters())))",
+        "net = fabric.setup_module(net)\n"
+        "    ensemble.append((net, fabric.setup_optimizers(torch.optim.AdamW(net.parameters()))))",
+        ("FAB001", 10),
+        "RuntimeError",
+    ),
+    (
+        "the strategy's class name, the other way round",
+        "the strategy's class name",
+        '== "DeepSpeedStrategy"',
+        '!= "DeepSpeedStrategy"',
+        ("FAB001", 12),
+        "RuntimeError",
+    ),
+    (
+        "an empty list constant tested",
+        "a non-empty list constant tested",
+        '["dataset-a"]',
+        "[]",
+        ("FAB015", 15),
+        "TypeError",
+    ),
+    (
+        "an assert on the strategy that holds",
+        "an assert on the strategy",
+        "isinstance(fabric.strategy, XLAFSDPStrategy)",
+        "isinstance(fabric.strategy, DeepSpeedStrategy)",
+        ("FAB003", 8),
+        "NotImplementedError",
+    ),
+)
+for _twin, _shape, _old, _new, _finding, _error in _TWINS:
+    _of = SHAPES[_shape]
+    assert _old in _of.script, _twin
+    SHAPES[f"twin: {_twin}"] = Shape(
+        _of.script.replace(_old, _new), _of.profile, (_finding,), (_error, True, _finding[1])
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
