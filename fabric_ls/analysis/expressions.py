@@ -19,6 +19,7 @@ from fabric_ls.analysis.state import (
     Frame,
 )
 from fabric_ls.analysis.strategies import is_subclass
+from fabric_ls.analysis.strings import builds_text
 from fabric_ls.analysis.value_ops import (
     _binop,
     _class_attribute,
@@ -408,9 +409,7 @@ class ExpressionsMixin(RunState):
         left = self._eval(node.left, frame)
         right = self._eval(node.right, frame)
         text_op = isinstance(node.op, ast.Mod) and isinstance(left, Const) and isinstance(left.value, str)
-        if text_op or (
-            isinstance(node.op, ast.Add) and (isinstance(left, Choice) or isinstance(right, Choice))
-        ):
+        if text_op or (isinstance(node.op, ast.Add) and builds_text(left, right)):
             # ``"deepspeed_stage_%d" % stage``, ``"deepspeed_stage_" + str(args.stage)``: strings.py.
             apply = operator.mod if text_op else operator.add
             return self._combined(

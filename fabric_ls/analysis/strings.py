@@ -20,9 +20,11 @@ class StringsMixin(RunState):
     """Part of ``Run`` (fabric_ls.analysis.run); its methods use the run's state."""
 
     def _expr_JoinedStr(self, node: ast.JoinedStr, frame: Frame) -> Value:
-        parts = [
-            self._eval(part.value, frame) for part in node.values if isinstance(part, ast.FormattedValue)
-        ]
+        formatted = [part for part in node.values if isinstance(part, ast.FormattedValue)]
+        if not all(_simple(part.value) for part in formatted):
+            # ``f"loss {meter.compute():.3f}"``: a log line, not a name Fabric reads; not evaluated.
+            return Unknown(text=frame.module.parsed.segment(node))
+        parts = [self._eval(part.value, frame) for part in formatted]
         return self._combined(parts, lambda values: _joined(node, values), frame.module.parsed.segment(node))
 
     def _string_method(
@@ -97,3 +99,34 @@ def _joined(node: ast.JoinedStr, values: list[Any]) -> str:
 
 def _option_count(choice: Choice) -> int:
     return sum(_option_count(option) if isinstance(option, Choice) else 1 for option in choice.options)
+
+
+def builds_text(left: Value, right: Value) -> bool:
+    """``"deepspeed_stage_" + str(args.stage)``: a choice added to a string, or a choice of strings (a
+    choice of numbers added to one stays unknown: nothing the rules read is built that way)."""
+    if not (isinstance(left, Choice) or isinstance(right, Choice)):
+        return False
+    return any(
+        _text(side) or (isinstance(side, Choice) and any(map(_text, side.options))) for side in (left, right)
+    )
+
+
+def _text(value: Value) -> bool:
+    return isinstance(value, Const) and isinstance(value.value, str)
+
+
+# Calls an f-string part may make and still be a plain value: ``f"deepspeed_stage_{str(stage)}"``.
+_PLAIN_CALLS = frozenset({"str", "int", "repr", "len"})
+
+
+def _simple(node: ast.AST) -> bool:
+    """A name, an attribute or item of one, a constant, or a conversion of those."""
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _simple(node.value)
+    if isinstance(node, ast.Subscript):
+        return _simple(node.value) and isinstance(node.slice, ast.Constant)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _PLAIN_CALLS:
+        return not node.keywords and all(_simple(arg) for arg in node.args)
+    return False
