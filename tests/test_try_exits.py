@@ -67,8 +67,9 @@ def test_fabric_ls(name: str, tmp_path: Path) -> None:
     assert found == findings
 
 
-def test_a_raise_no_handler_catches_joins_in_one_run(tmp_path: Path) -> None:
-    """The branch that raises is joined with the one that returns: no second run of the program."""
+def test_a_raise_joins_in_one_run(tmp_path: Path) -> None:
+    """The branch that raises is joined with the one that returns: no second run of the program. A
+    raise the ``try`` may catch goes on after it, joined there with the paths that did not raise."""
     script = SCRIPTS["a raise no handler catches"][0]
     path = tmp_path / "train.py"
     path.write_text(script)
@@ -76,7 +77,7 @@ def test_a_raise_no_handler_catches_joins_in_one_run(tmp_path: Path) -> None:
     assert len(exploration.runs) == 1
     caught = SCRIPTS["a raise a handler catches"][0]
     exploration = explore(Project([str(tmp_path)]), parse_source(caught, str(path)), lambda event: None, None)
-    assert len(exploration.runs) == 2  # the handler's paths go on after the try: a run of their own
+    assert len(exploration.runs) == 1
 
 
 def test_under_lightning() -> None:
@@ -88,3 +89,41 @@ def test_under_lightning() -> None:
         expected = SCRIPTS[name][2]
         found = (outcome.error_class, outcome.raised_by_lightning, outcome.line)
         assert found == expected, (name, outcome.message, outcome.stderr_tail)
+
+
+def test_the_paths_a_handler_catches_keep_what_they_had(tmp_path: Path) -> None:
+    """Where the helper raised, the assignment in the ``try`` never happened: ``strategy`` is still
+    "ddp" there, so the separate setup is refused only where it returned "deepspeed" (a warning)."""
+    from lightning_harness import Script, run_many
+
+    script = """import os
+import torch
+from lightning.fabric import Fabric
+
+
+def pick():
+    if os.environ.get("PLAIN"):
+        raise ValueError("plain DDP asked for")
+    return "deepspeed"
+
+
+strategy = "ddp"
+try:
+    strategy = pick()
+except ValueError:
+    pass
+fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy)
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+"""
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    analysis = analyze_source(script, str(path))
+    found = [(f.code, f.span.start_line + 1, f.severity) for f in analysis.findings]
+    assert found == [("FAB001", 20, "warning")]
+    assert "PLAIN" in (analysis.findings[0].condition or "")
+    plain, deepspeed = run_many([Script(script, env={"PLAIN": "1"}), Script(script)], profile="gpu8")
+    assert plain.error_class is None, plain.message
+    found = (deepspeed.error_class, deepspeed.raised_by_lightning, deepspeed.line)
+    assert found == ("RuntimeError", True, 20)

@@ -242,11 +242,20 @@ def _join(run: RunState, frame: Frame, mark: int, first: Side, second: Side, sta
     """Apply the joined state. True when the mark must stay open (a pending return)."""
     guards = run.guards
     outcomes = (first.outcome, second.outcome)
-    if any(
-        side.outcome == "exit" and may_be_caught(side.exit_class, run.try_handlers)
-        for side in (first, second)
-    ):
-        raise CannotMerge()  # a handler around us would catch it: the old way is exact
+    caught = [
+        s for s in (first, second) if s.outcome == "exit" and may_be_caught(s.exit_class, run.try_handlers)
+    ]
+    if caught and "normal" in outcomes and may_be_caught(caught[0].exit_class, run.try_handlers[-1:]):
+        # The innermost ``try`` may catch it: that path goes on after the ``try`` (statements.py
+        # _stmt_Try joins it there), this one goes on here.
+        going = second if caught[0] is first else first
+        _apply_side(run, going)
+        _relog(run, first, second)
+        run.try_exits[-1].append(PendingReturn(mark, caught[0].guard, Const(None), caught[0].state))
+        run.guard = going.guard
+        return True
+    if caught:
+        raise CannotMerge()  # a handler farther out may catch it: the run forks, which is exact
     if outcomes == ("normal", "normal"):
         _apply_merged(run, mark, first, second)
         _relog(run, first, second)

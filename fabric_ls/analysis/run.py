@@ -129,6 +129,8 @@ class Run(
         self.fabric_free_depth = 0
         # Per loop being run: the sides that left its body early (break/continue), to join.
         self.loop_exits: list[list[PendingReturn]] = []
+        # Per ``try`` being run: the sides that raised in its body what it may catch, to join after it.
+        self.try_exits: list[list[PendingReturn]] = []
         # Logs: only grow; both sides of a branch keep what they added.
         self.observed: list[Observed] = []
         self.fabric_records: list[tuple[FabricState, int]] = []

@@ -341,6 +341,7 @@ class StatementsMixin(RunState):
             return
         self.try_depth += 1
         self.try_handlers.append(handled_classes(node))
+        self.try_exits.append([])
         catching = any(_catches_fabric_errors(handler) for handler in node.handlers)
         self.catching_fabric_errors += catching
         completed = False
@@ -355,7 +356,11 @@ class StatementsMixin(RunState):
         finally:
             self.try_depth -= 1
             self.try_handlers.pop()
+            exits = self.try_exits.pop()
             self.catching_fabric_errors -= catching
+        if exits:
+            # The paths that raised on one side of a branch in the body go on here with the rest.
+            join_loop_exits(self, exits)
         if completed:
             self._exec_block(node.orelse, frame)
         self._exec_block(node.finalbody, frame)
