@@ -11,7 +11,7 @@ import ast
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, Violation
-from fabric_ls.analysis.values import BoundMethod, Const, FunctionRef
+from fabric_ls.analysis.values import BoundMethod, Const, FunctionRef, Partial
 from fabric_ls.fixes import make_fix, repaired_between
 from fabric_ls.model import Fix, TextEdit
 from fabric_ls.rules.common import Case, lightning_sentence
@@ -45,6 +45,17 @@ def check(event: CallEvent) -> Optional[Violation]:
                 "{function}", name
             )
             return Violation(event.node, {"problem": problem})
+        if isinstance(function, Partial) and not function.keywords:
+            # ``launch(partial(main, cfg))`` with ``def main(cfg)``: the partial takes nothing more.
+            target, skip = function.function, len(function.args)
+            if isinstance(target, BoundMethod):
+                target, skip = target.function, skip + 1
+            if isinstance(target, FunctionRef) and _takes_no_arguments(target.node, skip=skip):
+                name = f"functools.partial(<function {getattr(target.node, 'name', '<lambda>')}>, ...)"
+                problem = lightning_sentence(RULE, "needs to take at least one argument").replace(
+                    "{function}", name
+                )
+                return Violation(event.node, {"problem": problem})
     return None
 
 
@@ -87,11 +98,14 @@ def _defined_with_parameter(tree: ast.Module, name: str) -> bool:
 
 
 def _takes_no_arguments(node: ast.AST, skip: int = 0) -> bool:
+    """``inspect.signature(function).parameters`` is empty (fabric.py:1000): no parameter left after the
+    first ``skip`` positional ones (``self``, or what a ``functools.partial`` binds), not even ``*args``,
+    a keyword-only one or ``**kwargs``."""
     arguments = getattr(node, "args", None)
     if not isinstance(arguments, ast.arguments):
         return False
     positional = [*getattr(arguments, "posonlyargs", []), *arguments.args][skip:]
-    return not positional and arguments.vararg is None
+    return not (positional or arguments.vararg or arguments.kwonlyargs or arguments.kwarg)
 
 
 VALID = [
@@ -105,8 +119,35 @@ def main(fabric):
 fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
 fabric.launch(main)
 """,
+    # A partial that binds the other parameter by keyword leaves ``fabric``: launch passes it.
+    """import functools
+from lightning.fabric import Fabric
+
+
+def main(fabric, config):
+    pass
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch(functools.partial(main, config={"lr": 0.1}))
+""",
 ]
 INVALID = [
+    # A partial that binds every parameter takes nothing more.
+    Case(
+        """import functools
+from lightning.fabric import Fabric
+
+
+def main(config):
+    pass
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")
+fabric.launch(functools.partial(main, {"lr": 0.1}))
+""",
+        10,
+    ),
     Case(
         """from lightning.fabric import Fabric
 
