@@ -127,3 +127,32 @@ optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
     assert plain.error_class is None, plain.message
     found = (deepspeed.error_class, deepspeed.raised_by_lightning, deepspeed.line)
     assert found == ("RuntimeError", True, 20)
+
+
+def test_a_try_whose_body_returns_keeps_both_paths(tmp_path: Path) -> None:
+    """``try: return pick() except ValueError: ...``: the caught path goes on after the ``try`` to
+    another ``return``; it is followed (a run of its own), so the finding keeps its condition."""
+    script = (
+        SCRIPTS["a raise a handler catches"][0].split("\n\nfabric = ")[0]
+        + """
+
+
+def build():
+    try:
+        return check(os.environ.get("NAME", "c"))
+    except ValueError:
+        pass
+    return "ddp"
+
+
+fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed" if build() == "a" else "ddp")
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+"""
+    )
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    [finding] = analyze_source(script, str(path)).findings
+    assert (finding.code, finding.severity) == ("FAB001", "warning")
+    assert finding.condition and "NAME" in finding.condition, finding.condition

@@ -1,9 +1,10 @@
 """Which of the script's own raises a surrounding ``try`` can catch.
 
-Where one side of a branch ends the program and a ``try`` around the branch may catch that end,
-the sides cannot be joined (the handler's path goes on): the run forks instead. A raise of a
-builtin exception that no handler around it names (``raise ValueError`` under ``except KeyError:``
-or under a bare ``try``/``finally``) is an end like any other, and the branch is joined.
+Where one side of a branch ends the program and the innermost ``try`` around it may catch that end,
+that side goes on after the ``try``, joined there with the paths that finished its body (join.py
+``_join``, statements.py ``_stmt_Try``); where only a ``try`` farther out may, the run forks. A raise
+of a builtin exception that no handler around it names (``raise ValueError`` under ``except
+KeyError:`` or under a bare ``try``/``finally``) is an end like any other, and the branch is joined.
 """
 
 from __future__ import annotations

@@ -245,13 +245,19 @@ def _join(run: RunState, frame: Frame, mark: int, first: Side, second: Side, sta
     caught = [
         s for s in (first, second) if s.outcome == "exit" and may_be_caught(s.exit_class, run.try_handlers)
     ]
-    if caught and "normal" in outcomes and may_be_caught(caught[0].exit_class, run.try_handlers[-1:]):
+    parked = run.try_exits[-1] if run.try_exits else None
+    if (
+        caught
+        and "normal" in outcomes
+        and parked is not None
+        and may_be_caught(caught[0].exit_class, run.try_handlers[-1:])
+    ):
         # The innermost ``try`` may catch it: that path goes on after the ``try`` (statements.py
         # _stmt_Try joins it there), this one goes on here.
         going = second if caught[0] is first else first
         _apply_side(run, going)
         _relog(run, first, second)
-        run.try_exits[-1].append(PendingReturn(mark, caught[0].guard, Const(None), caught[0].state))
+        parked.append(PendingReturn(mark, caught[0].guard, Const(None), caught[0].state))
         run.guard = going.guard
         return True
     if caught:

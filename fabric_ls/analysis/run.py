@@ -130,7 +130,7 @@ class Run(
         # Per loop being run: the sides that left its body early (break/continue), to join.
         self.loop_exits: list[list[PendingReturn]] = []
         # Per ``try`` being run: the sides that raised in its body what it may catch, to join after it.
-        self.try_exits: list[list[PendingReturn]] = []
+        self.try_exits: list[Optional[list[PendingReturn]]] = []
         # Logs: only grow; both sides of a branch keep what they added.
         self.observed: list[Observed] = []
         self.fabric_records: list[tuple[FabricState, int]] = []

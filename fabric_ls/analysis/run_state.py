@@ -71,7 +71,7 @@ class RunState:
     call_stack: list[tuple[ParsedSource, ast.Call]]
     fabric_free_depth: int
     loop_exits: list[list[PendingReturn]]
-    try_exits: list[list[PendingReturn]]
+    try_exits: list[Optional[list[PendingReturn]]]
     observed: list[Observed]
     fabric_records: list[tuple[FabricState, int]]
     exit_guards: list[ExitPoint]

@@ -341,7 +341,8 @@ class StatementsMixin(RunState):
             return
         self.try_depth += 1
         self.try_handlers.append(handled_classes(node))
-        self.try_exits.append([])
+        # The paths its handlers catch go on after it, unless the body can leave it another way.
+        self.try_exits.append(None if _leaves_early(node.body) else [])
         catching = any(_catches_fabric_errors(handler) for handler in node.handlers)
         self.catching_fabric_errors += catching
         completed = False
@@ -459,6 +460,19 @@ _CATCHING_CONTEXTS = frozenset({"pytest.raises", "contextlib.suppress"})
 _FABRIC_ERRORS = frozenset(
     {"RuntimeError", "ValueError", "TypeError", "NotImplementedError", "Exception", "BaseException"}
 )
+
+
+def _leaves_early(body: list[ast.stmt]) -> bool:
+    """A ``return``, ``break``, ``continue`` or ``yield`` in a ``try``'s body (not in a function defined
+    there): a path may leave it before its end, so one that raised is not simply joined after it."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _catches_fabric_errors(handler: ast.ExceptHandler) -> bool:
