@@ -223,7 +223,8 @@ class FabricStrategiesMixin(RunState):
         if self.assumed_strategy and (
             self.force_strategy
             or not config.strategy_known
-            or (config.strategy_class is None and config.strategy_name in (None, "auto"))
+            # Open: left out or "auto" (``strategy=None`` is no name: it conflicts with `fabric run`'s).
+            or (config.strategy_class is None and config.strategy_name == "auto")
         ):
             assumed = resolve(
                 FabricConfig(
@@ -315,6 +316,8 @@ class FabricStrategiesMixin(RunState):
                     fields[name] = None
             else:
                 fields[name] = literal
+                if name == "accelerator" and literal is None and "accelerator" in given:
+                    fields["accelerator_none"] = True  # ``accelerator=None``: no name the registry has
         return FabricConfig(**fields), tuple(provenance)
 
     def _strategy_sets(self, strategy: StrategyObj) -> dict[str, Any]:

@@ -59,8 +59,9 @@ class FabricConfig:
     strategy_sets: tuple[str, ...] = ()
     # The accelerator the strategy object was built with ("cuda" for ``CUDAAccelerator()``), if known.
     strategy_accelerator: Optional[str] = None
-    # ``accelerator=`` given an Accelerator object (it is not "auto").
+    # ``accelerator=`` given an Accelerator object (it is not "auto"), or given None (no name).
     accelerator_object: bool = False
+    accelerator_none: bool = False
     # The class of the precision plugin in ``plugins=`` ("MixedPrecision"), where one is known.
     precision_plugin: Optional[str] = None
 
@@ -200,6 +201,16 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         if is_subclass(class_name, "DDPStrategy") and not is_subclass(class_name, "DeepSpeedStrategy"):
             start_method = options.get("start_method", "popen")
     else:
+        if config.strategy_given and not config.strategy_name:
+            # ``strategy=None`` (a YAML ``strategy: null``) or ``""``: no registered name (connector.py:192).
+            problems.append(("FAB021", (("name", config.strategy_name),)))
+            return ResolvedStrategy(
+                None,
+                accelerator=accelerator,
+                precision=precision,
+                unknown_reason=f"`strategy={config.strategy_name!r}` is not a registered strategy",
+                problems=tuple(problems),
+            )
         name = (config.strategy_name or "auto").lower()
         if name != "auto" and name not in REGISTRY:
             problems.append(("FAB021", (("name", config.strategy_name),)))
@@ -268,8 +279,8 @@ def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], .
     """The first of the connector's checks after the strategy name that a constant argument fails
     (connector.py, in its order): the accelerator name, the precision, ``num_nodes``, ``devices``."""
     accelerator = config.accelerator
-    if isinstance(accelerator, str) and accelerator not in ACCELERATOR_NAMES:
-        return (("argument", "accelerator"), ("value", accelerator))
+    if config.accelerator_none or (isinstance(accelerator, str) and accelerator not in ACCELERATOR_NAMES):
+        return (("argument", "accelerator"), ("value", None if config.accelerator_none else accelerator))
     if config.precision_known and config.precision is not None:
         try:
             valid = config.precision in PRECISION_VALUES

@@ -75,6 +75,8 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
     argument, value = values["argument"], values["value"]
     if argument == "accelerator":
         problem = _sentence("invalid accelerator name", repr(value), ", ".join(ACCELERATOR_REGISTRY))
+        if not isinstance(value, str):
+            return problem, 'Leave it out for `"auto"`, or name one: `"cuda"`, `"cpu"`, `"tpu"`.', None
         lower = value.lower()
         if lower in ACCELERATOR_NAMES:
             return problem, f'Names are case-sensitive: use `accelerator="{lower}"`.', lower
@@ -261,6 +263,14 @@ strategy = DDPStrategy(precision=HalfPrecision("bf16-true"))
 fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy, plugins=[HalfPrecision("bf16-true")])
 """,
         6,
+    ),
+    # No accelerator name at all (``accelerator: null`` in a config).
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator=None, devices=2)
+""",
+        3,
     ),
     # A strategy name given as a plugin: the string is iterated, and its letters are no plugins.
     Case(

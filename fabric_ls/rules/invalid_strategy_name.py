@@ -78,6 +78,16 @@ fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stag_3")
 fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed_stage_3")
 """,
     ),
+    # No name at all: a YAML ``strategy: null`` or an argparse ``default=None`` read as it is.
+    Case(
+        """import json
+from lightning.fabric import Fabric
+
+config = json.loads('{"strategy": null, "devices": 2}')
+fabric = Fabric(accelerator="cuda", **config)
+""",
+        5,
+    ),
     # A Lightning 1.x name: Fabric's DDP does not look for unused parameters unless told to.
     Case(
         """from lightning.fabric import Fabric
