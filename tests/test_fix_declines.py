@@ -63,6 +63,19 @@ DECLINED = {
         "m = fabric.setup_module(torch.nn.Linear(4, 1))\n"
         "fabric.backward(m(torch.randn(2, 4)).sum())\n",
     ),
+    # FAB001: the same Fabric(...) gets FSDP on the other path, where the model is on the meta
+    # device: a joint setup there is FAB002, so the fix would only move the error.
+    "FAB001-beside-fsdp": (
+        "FAB001",
+        "import sys\nimport torch\nfrom lightning.fabric import Fabric\n"
+        "from lightning.fabric.strategies import FSDPStrategy\n\n"
+        'tpu = "--tpu" in sys.argv\nstrategy = "xla" if tpu else FSDPStrategy()\n'
+        'fabric = Fabric(accelerator="tpu" if tpu else "cuda", devices=8, strategy=strategy)\n'
+        "fabric.launch(lambda fabric: None)\n"
+        "with fabric.init_module(empty_init=True):\n    model = torch.nn.Linear(4, 2)\n"
+        "model = fabric.setup(model)\noptimizer = torch.optim.AdamW(model.parameters())\n"
+        "optimizer = fabric.setup_optimizers(optimizer)\n",
+    ),
     # FAB017: `main` takes no parameter, so `launch(main)` would fail Lightning's other check.
     "FAB017-function-without-parameter": (
         "FAB017",

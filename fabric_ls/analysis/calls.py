@@ -402,16 +402,16 @@ class CallsMixin(RunState):
         outputs = [v for v in given if isinstance(v, ModelOutput) or self._wrappers(v)]
         if outputs and not found:
             return outputs[0]  # a loss computed from a model output (of one of several Fabric objects)
-        meta = any(
-            ctx.kind == "meta_device" or (ctx.kind == "init_module" and ctx.empty_init)
-            for ctx in self.contexts
+        empty = any(ctx.kind == "init_module" and ctx.empty_init for ctx in self.contexts)
+        meta = (empty or any(ctx.kind == "meta_device" for ctx in self.contexts)) and self._meta_context(
+            frame
         )
-        meta = meta and self._meta_context(frame)
         place = self.places[-1] if self.places else None
         return Obj(
             node,
             frame.module.path,
             meta=meta,
+            under_empty_init=empty,
             params=tuple(found),
             name=name,
             created_place=place,

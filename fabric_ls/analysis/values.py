@@ -235,6 +235,9 @@ class Obj(Value):
     # Parameters were on the meta device at creation (init_module(empty_init=True)
     # under FSDP/ModelParallel, or ``with torch.device("meta")``).
     meta: bool = False
+    # Built inside ``init_module(empty_init=True)``, whatever this path's strategy made of it (under
+    # another strategy of the same Fabric its parameters are on the meta device).
+    under_empty_init: bool = False
     # Parameter snapshots this object was built from (an optimizer over a model).
     params: tuple["Params", ...] = ()
     is_dataloader: bool = False

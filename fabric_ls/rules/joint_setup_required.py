@@ -6,6 +6,7 @@ import ast
 from typing import Optional
 
 from fabric_ls.analysis.events import CallEvent, StatementPlace, Violation
+from fabric_ls.analysis.strategies import is_subclass
 from fabric_ls.analysis.values import Obj, SetupOptimizer
 from fabric_ls.fixes import (
     alone_on_lines,
@@ -29,7 +30,25 @@ def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
     if not (strategy.is_a("DeepSpeedStrategy") or strategy.is_a("XLAStrategy")):
         return None
+    others = {option.strategy.class_name for _, option in event.fabric.strategy_options()}
+    if fix_declined_beside({name for name in others if name}, event):
+        return Violation(event.node, {})
     return Violation(event.node, {}, join_setup_fix(event))
+
+
+def fix_declined_beside(classes: set[str], event: CallEvent) -> bool:
+    """Whether the joint setup would fail under another strategy the same ``Fabric(...)`` may get:
+    XLA-FSDP refuses it always (FAB011), FSDP and ModelParallel for a model built inside
+    ``init_module(empty_init=True)`` (FAB002). The right code branches on the strategy."""
+    if any(is_subclass(name, "XLAFSDPStrategy") for name in classes):
+        return True
+    meta_elsewhere = ("FSDPStrategy", "ModelParallelStrategy")
+    if not any(is_subclass(name, base) for name in classes for base in meta_elsewhere):
+        return False
+    optimizer = event.args[0] if event.args else None
+    inner = optimizer.inner if isinstance(optimizer, SetupOptimizer) else optimizer
+    sources = [params.source for params in inner.params] if isinstance(inner, Obj) else []
+    return any(getattr(source, "under_empty_init", False) for source in sources)
 
 
 def join_setup_fix(event: CallEvent) -> Optional[Fix]:
