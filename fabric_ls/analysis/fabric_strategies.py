@@ -264,7 +264,10 @@ class FabricStrategiesMixin(RunState):
         self, given: dict[str, Value], opaque: bool, frame: Frame
     ) -> tuple[FabricConfig, tuple]:
         provenance: list[Evidence] = []
-        fields: dict[str, Any] = {"script_dir": os.path.dirname(frame.module.path)}
+        fields: dict[str, Any] = {
+            "script_dir": os.path.dirname(frame.module.path),
+            "interactive": bool(self.main_env.parsed.interactive),
+        }
         strategy = self._concrete(given.get("strategy", Const("auto")))
         if "strategy" not in given and opaque:
             strategy = Unknown(reason="Fabric(**kwargs)")

@@ -29,8 +29,10 @@ from fabric_ls.analysis.values import (
     ConfigMapping,
     Const,
     ContextValue,
+    External,
     Mapping,
     Obj,
+    Partial,
     Seq,
     Unknown,
     Value,
@@ -282,7 +284,15 @@ class HydraMixin(RunState):
         recursive = self._concrete(settings.get("_recursive_", Const(True)))
         partial = self._concrete(settings.get("_partial_", Const(False)))
         if not (isinstance(partial, Const) and partial.value is False):
-            return UNKNOWN  # a ``functools.partial`` of it: built later, by whoever calls it
+            # A ``functools.partial`` of it, built later by whoever calls it: Fabric's class with the
+            # node's arguments (``instantiate(cfg.fabric)(devices=1)``), anything else not known.
+            target_name = _text(self._concrete(target))
+            if not (isinstance(partial, Const) and partial.value is True and target_name in FABRIC_CLASSES):
+                return UNKNOWN
+            given = {
+                k: v for k, v in config.items.items() if isinstance(k, str) and k not in _INSTANTIATE_KEYS
+            }
+            return Partial(External(str(target_name)), [], {**given, **keywords})
         values = {
             key: (
                 self._instantiate_nested(value, node, frame, depth + 1)

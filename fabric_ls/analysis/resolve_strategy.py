@@ -64,6 +64,8 @@ class FabricConfig:
     accelerator_none: bool = False
     # The class of the precision plugin in ``plugins=`` ("MixedPrecision"), where one is known.
     precision_plugin: Optional[str] = None
+    # The script runs in an interactive session (a notebook): "auto" on several devices forks.
+    interactive: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,8 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
             name = "ddp"
         if name == "auto":
             class_name, registry_name, unknown_reason = _auto(accelerator, count, config)
+            if registry_name in REGISTRY:
+                start_method = REGISTRY[registry_name].start_method
         else:
             entry = REGISTRY[name]
             registry_name = name
@@ -396,4 +400,6 @@ def _auto(
         return None, None, "strategy `auto` depends on how many devices the machine has"
     if count <= 1:
         return "SingleDeviceStrategy", None, None
+    if config.interactive:
+        return "DDPStrategy", "ddp_fork", None  # connector.py:411, in a notebook
     return "DDPStrategy", "ddp", None

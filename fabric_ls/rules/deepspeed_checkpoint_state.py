@@ -36,7 +36,7 @@ def check(event: CallEvent) -> Optional[Violation]:
     if event.method == "load":
         return _load_without_state(event)
     strategy = event.strategy
-    if strategy.cli or len(event.args) > 3 or any(k.arg is None for k in event.node.keywords):
+    if len(event.args) > 3 or any(k.arg is None for k in event.node.keywords):
         return None
     if strategy.is_a("DeepSpeedStrategy"):
         name = "DeepSpeed"
@@ -113,7 +113,7 @@ def _state_dict_type(strategy: Any) -> Optional[str]:
 def _load_without_state(event: CallEvent) -> Optional[Violation]:
     """``fabric.load(path)`` (or an empty state): DeepSpeed and FSDP have nothing to load into."""
     strategy = event.strategy
-    if strategy.cli or len(event.node.args) > 2 or any(k.arg is None for k in event.node.keywords):
+    if len(event.node.args) > 2 or any(k.arg is None for k in event.node.keywords):
         return None
     state = event.args[1] if len(event.args) > 1 else event.keywords.get("state", Const(None))
     empty = (isinstance(state, Const) and state.value is None) or (
