@@ -54,6 +54,10 @@ def check(event: CallEvent) -> Optional[Violation]:
             if strategy.cli and values["argument"] not in _CHECKED_UNDER_CLI:
                 return None  # `fabric run` sets LT_DEVICES and LT_NUM_NODES: the script's give way
             problem, advice, replacement = _explained(values)
+            if replacement is not None and replacement.endswith("-mixed") and _xla(strategy):
+                # XLA's precision plugin takes "16-true" and "bf16-true", not the mixed ones (FAB022).
+                replacement = replacement.replace("-mixed", "-true")
+                advice = f'Under `{strategy.class_name}` write `precision="{replacement}"`.'
             fix = None
             if replacement is not None:
                 # Only a change of case is sure to mean the same; another tool's name may not.
@@ -61,6 +65,10 @@ def check(event: CallEvent) -> Optional[Violation]:
                 fix = _replace_fix(event, values["argument"], replacement, safe=same)
             return Violation(event.node, {"problem": problem, "advice": advice}, fix)
     return None
+
+
+def _xla(strategy: Any) -> bool:
+    return any(strategy.is_a(name) for name in ("SingleDeviceXLAStrategy", "XLAStrategy", "XLAFSDPStrategy"))
 
 
 # What ``fabric run`` leaves to the script unless given on its command line (cli.py
@@ -271,6 +279,19 @@ fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy, plugins=[HalfP
 fabric = Fabric(accelerator=None, devices=2)
 """,
         3,
+    ),
+    # Another tool's name under XLA: the fix names the precision XLA takes ("16-true", not "16-mixed").
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="tpu", devices=8, strategy="xla", precision="fp16")
+""",
+        3,
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="tpu", devices=8, strategy="xla", precision="16-true")
+""",
+        profile="tpu8",
     ),
     # A strategy name given as a plugin: the string is iterated, and its letters are no plugins.
     Case(
