@@ -155,3 +155,50 @@ def test_the_frameworks_under_lightning():
     for framework in ("click", "typer", "tyro"):
         pytest.importorskip(framework)
     check_under_lightning(SHAPES)
+
+
+JSONARGPARSE_DATACLASS = """\
+from dataclasses import dataclass
+
+import torch
+import lightning as L
+
+
+@dataclass
+class TrainArgs:
+    devices: int = 2
+    strategy: str = "deepspeed"
+
+
+def setup(train: TrainArgs = TrainArgs(), seed: int = 1) -> None:
+    fabric = L.Fabric(accelerator="cuda", devices=train.devices, strategy=train.strategy)
+    fabric.launch()
+    model = fabric.setup_module(torch.nn.Linear(4, 4))
+    optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+if __name__ == "__main__":
+    from jsonargparse import CLI
+
+    CLI(setup)
+"""
+
+
+def test_a_dataclass_parameter_of_a_jsonargparse_cli_has_its_fields_as_options(tmp_path):
+    """litgpt's ``def setup(train: TrainArgs = TrainArgs())`` under ``CLI(setup)``: jsonargparse makes
+    each field an option (``--train.strategy``), so the default's DeepSpeed is a warning, named."""
+    from lightning_harness import run_with_lightning
+
+    from fabric_ls.engine import analyze_source
+
+    path = tmp_path / "train.py"
+    path.write_text(JSONARGPARSE_DATACLASS)
+    [finding] = analyze_source(JSONARGPARSE_DATACLASS, str(path)).findings
+    assert (finding.code, finding.span.start_line + 1, finding.severity) == ("FAB001", 17, "warning")
+    assert finding.condition == "`train.strategy` left at its default 'deepspeed'"
+    # jsonargparse is not installed here: the defaults run as `setup()` does with no flags.
+    defaults = JSONARGPARSE_DATACLASS.replace(
+        "    from jsonargparse import CLI\n\n    CLI(setup)", "    setup()"
+    )
+    outcome = run_with_lightning(defaults, profile="gpu8")
+    assert (outcome.error_class, outcome.raised_by_lightning, outcome.line) == ("RuntimeError", True, 17)

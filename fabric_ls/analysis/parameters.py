@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import ast
 
+from fabric_ls.analysis.command_line import dataclass_fields
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import Frame
-from fabric_ls.analysis.values import Choice, Const, Unknown, Value
+from fabric_ls.analysis.values import Choice, Const, Obj, Unknown, Value
 
 
 class ParametersMixin(RunState):
@@ -69,7 +70,19 @@ class ParametersMixin(RunState):
             frame.bind(arguments.kwarg.arg, Unknown())
 
     def _entry_value(self, name: str, default: Value, function: ast.AST) -> Value:
-        """A parameter of an entry point: its default, or whatever the caller passes."""
+        """A parameter of an entry point: its default, or whatever the caller passes. A default that is
+        an instance of the script's own class (``train: TrainArgs = TrainArgs()``, what jsonargparse
+        exposes as ``--train.strategy``) has each plain field given or left at its default."""
+        if isinstance(default, Obj) and default.cls is not None:
+            class_frame = Frame(default.cls.module)
+            for field in dataclass_fields(default.cls):
+                field_name = field.target.id  # type: ignore[union-attr]
+                value = default.attrs.get(field_name)
+                if value is None and field.value is not None:
+                    value = self._eval(field.value, class_frame)  # the class's default
+                if isinstance(value, Const):
+                    default.attrs[field_name] = self._entry_value(f"{name}.{field_name}", value, function)
+            return default
         if not isinstance(default, Const):
             return default
         shown = repr(default.value)
