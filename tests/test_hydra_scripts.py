@@ -115,6 +115,30 @@ SHAPES = {
         "warning",
         "config group `fabric` is 'deepspeed' and `fabric.strategy` left at its config value",
     ),
+    # A ``_partial_`` node: Fabric's class with the node's arguments, built by the script's call.
+    "a partial node": Shape(
+        _script("instantiate(cfg.fabric)()", HYDRA),
+        {"conf/config.yaml": "fabric:\n  " + TARGET + "  _partial_: true\n" + _node(indent="  ")},
+        (),
+        ("fabric.strategy=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value",
+    ),
+    # The node as a dict of the script's own, its target popped, spread into Fabric.
+    "to_container, then pop": Shape(
+        _script(
+            "fabric_of(cfg.fabric)",
+            HYDRA
+            + "from omegaconf import OmegaConf\n\n\ndef fabric_of(node):\n"
+            + "    kwargs = OmegaConf.to_container(node, resolve=True)\n"
+            + '    kwargs.pop("_target_")\n    return Fabric(**kwargs)\n',
+        ),
+        {"conf/config.yaml": "fabric:\n  " + TARGET + _node(indent="  ")},
+        (),
+        ("fabric.strategy=ddp",),
+        "warning",
+        "`fabric.strategy` left at its config value",
+    ),
     # The value is in the primary config: ``strategy=ddp`` on the command line avoids it.
     "value in the config": Shape(
         _script("Fabric(accelerator=cfg.accelerator, devices=cfg.devices, strategy=cfg.strategy)", HYDRA),

@@ -481,6 +481,30 @@ fabric.backward(model(torch.randn(2, 4, device=fabric.device)).sum())
         (),
         None,
     ),
+    # A dataclass of Fabric's arguments spread with ``dataclasses.asdict``.
+    "Fabric(**dataclasses.asdict(config))": Shape(
+        """import dataclasses
+import torch
+from lightning.fabric import Fabric
+
+
+@dataclasses.dataclass
+class FabricConfig:
+    accelerator: str = "cuda"
+    devices: int = 2
+    strategy: str = "ddp"
+
+
+config = FabricConfig(**{"strategy": "deepspeed"})
+fabric = Fabric(**dataclasses.asdict(config))
+fabric.launch()
+model = fabric.setup_module(torch.nn.Linear(4, 4))
+optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))
+""",
+        "gpu8",
+        (("FAB001", 17),),
+        ("RuntimeError", True, 17),
+    ),
     # A module-level list written with its items is never empty: ``not DATA or len(DATA) < 1`` is
     # false, so the helper never returns None (Pints-AI/1.5-Pints pretrain/main.py).
     "a non-empty list constant tested": Shape(

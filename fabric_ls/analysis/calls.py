@@ -31,6 +31,7 @@ from fabric_ls.analysis.state import (
     _NoForks,
 )
 from fabric_ls.analysis.strategies import STRATEGY_CLASSES, creates_meta_at_empty_init
+from fabric_ls.analysis.trail import ITEM, MISSING, write
 from fabric_ls.analysis.value_ops import (
     MAPPING_MUTATORS,
     SEQ_MUTATORS,
@@ -272,6 +273,16 @@ class CallsMixin(RunState):
             return Const(None)
         if isinstance(receiver, Mapping) and attr in MAPPING_MUTATORS:
             return self._mapping_update(receiver, attr, node, frame)
+        if isinstance(receiver, Mapping) and attr == "pop" and type(receiver.items) is dict:
+            # ``kwargs.pop("_target_")`` before ``Fabric(**kwargs)``: the key is gone.
+            args, _, _ = self._eval_args(node, frame)
+            key = self._concrete(args[0]) if args else None
+            if not isinstance(key, Const) or not isinstance(key.value, (str, int)):
+                return UNKNOWN
+            found = receiver.items.get(key.value)
+            if found is not None:
+                write(self.trail, ITEM, receiver.items, key.value, MISSING, receiver)
+            return found if found is not None else (args[1] if len(args) > 1 else UNKNOWN)
         if isinstance(receiver, Mapping) and attr == "keys" and not node.args and not node.keywords:
             keys = mapping_keys(receiver)
             if keys is not None:

@@ -159,6 +159,9 @@ class HydraMixin(RunState):
             return self._structured(args[0], 0) if args else UNKNOWN
         if qualname in OMEGACONF_SAME:
             args, _, _ = self._eval_args(node, frame)
+            if args and isinstance(args[0], Mapping) and qualname.endswith("to_container"):
+                # A dict of its own: ``kwargs.pop("_target_")`` leaves the configuration as it is.
+                return Mapping(dict(args[0].items.items()))
             return args[0] if args and isinstance(args[0], (Mapping, Choice)) else UNKNOWN
         return None
 

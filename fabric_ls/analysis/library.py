@@ -114,6 +114,16 @@ class LibraryMixin(RunState):
                 self._emit(output.fabric, "tensor.backward", node, frame, [], {})
         if qualname == "len" and len(args) == 1 and isinstance(args[0], Seq) and args[0].exact_length:
             return Const(len(args[0].items))
+        if qualname == "dataclasses.asdict" and len(args) == 1 and isinstance(args[0], Obj) and args[0].cls:
+            # ``Fabric(**dataclasses.asdict(cfg))``: the fields, as set or as the class gives them.
+            fields = {}
+            for field in dataclass_fields(args[0].cls):
+                name = field.target.id  # type: ignore[union-attr]
+                value = args[0].attrs.get(name)
+                if value is None and field.value is not None:
+                    value = self._eval(field.value, Frame(args[0].cls.module))
+                fields[name] = value if value is not None else Unknown(text=name)
+            return Mapping(fields)
         if qualname == "type" and len(args) == 1 and not keywords:
             # ``type(fabric.strategy)``: its class, per strategy.
             subject = args[0]
