@@ -104,3 +104,14 @@ def test_the_cli_says_why_there_is_no_fix(tmp_path):
     ).stdout.splitlines()
     assert shown[0].startswith("train.py:6:5: error FAB006 ")
     assert shown[1] == f"  no fix here: {DECLINED_REASON}; example fix: {get_record('FAB006').docs_url}"
+
+
+def test_no_ddp_notebook_fix_where_launch_has_nothing_to_run(tmp_path):
+    """``ddp_notebook`` forks: a ``fabric.launch()`` without a function would then be FAB006, so the
+    FAB030 fix is offered only where the launch names what to run."""
+    bare = HEADER + 'fabric = Fabric(accelerator="cuda", devices=2, strategy="ddp")\n'
+    without = analyze_source(bare + "fabric.launch()\n", str(tmp_path / "nb.py"), interactive=True).findings
+    assert [(f.code, f.fix) for f in without] == [("FAB030", None)]
+    with_function = bare + "fabric.launch(lambda fabric: None)\n"
+    [finding] = analyze_source(with_function, str(tmp_path / "nb.py"), interactive=True).findings
+    assert finding.code == "FAB030" and finding.fix is not None

@@ -14,7 +14,7 @@ from typing import Optional
 from fabric_ls.analysis.events import CallEvent, Violation
 from fabric_ls.analysis.resolve_strategy import ResolvedStrategy
 from fabric_ls.analysis.values import Const
-from fabric_ls.fixes import keyword_fix
+from fabric_ls.fixes import keyword_fix, single_target
 from fabric_ls.rules.common import Case
 
 RULE = "FAB030"
@@ -65,7 +65,24 @@ def _notebook_fix(event: CallEvent, flag: ast.expr):  # type: ignore[no-untyped-
         return None
     if not strategy.is_a("DDPStrategy") or strategy.is_a("DeepSpeedStrategy"):
         return None
+    if _launched_without_a_function(event):
+        return None  # ddp_notebook forks: `launch()` would then need a function (FAB006)
     return keyword_fix(RULE, event.parsed, event.node, "strategy", '"ddp_notebook"', _STRATEGY_POSITION)
+
+
+def _launched_without_a_function(event: CallEvent) -> bool:
+    """The name the Fabric is bound to is given a ``.launch()`` with nothing to run somewhere."""
+    name = single_target(event.place.statement) if event.place is not None else None
+    return name is not None and any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "launch"
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == name
+        and not node.args
+        and not node.keywords
+        for node in ast.walk(event.parsed.tree)
+    )
 
 
 VALID = [
