@@ -203,24 +203,15 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
         if is_subclass(class_name, "DDPStrategy") and not is_subclass(class_name, "DeepSpeedStrategy"):
             start_method = options.get("start_method", "popen")
     else:
-        if config.strategy_given and not config.strategy_name:
-            # ``strategy=None`` (a YAML ``strategy: null``) or ``""``: no registered name (connector.py:192).
+        name = (config.strategy_name or "auto").lower()
+        # ``strategy=None`` (a YAML ``strategy: null``) or ``""`` is no registered name (connector.py:192).
+        if (name != "auto" and name not in REGISTRY) or (config.strategy_given and not config.strategy_name):
             problems.append(("FAB021", (("name", config.strategy_name),)))
             return ResolvedStrategy(
                 None,
                 accelerator=accelerator,
                 precision=precision,
                 unknown_reason=f"`strategy={config.strategy_name!r}` is not a registered strategy",
-                problems=tuple(problems),
-            )
-        name = (config.strategy_name or "auto").lower()
-        if name != "auto" and name not in REGISTRY:
-            problems.append(("FAB021", (("name", config.strategy_name),)))
-            return ResolvedStrategy(
-                None,
-                accelerator=accelerator,
-                precision=precision,
-                unknown_reason=f"`{config.strategy_name}` is not a registered strategy",
                 problems=tuple(problems),
             )
         if name == "fsdp" and accelerator == "tpu":
