@@ -489,3 +489,27 @@ def test_text_at_reads_lines_like_an_editor():
     source = textwrap.dedent("a\r\nbc\rdef\n")
     assert text_at(source, Span(2, 1, 2, 3)) == "ef"
     assert text_at(source, Span(0, 0, 1, 2)) == "a\r\nbc"
+
+
+def test_strings_a_script_asks_to_be_huge_are_not_built(tmp_path):
+    """``"x" * 10**9`` and a field of width 999999999 would take gigabytes to build: the analysis
+    leaves them unknown and goes on (peak memory stays small)."""
+    import tracemalloc
+
+    from fabric_ls.engine import analyze_source
+
+    source = (
+        'wide = "{:>999999999}".format(1)\nwider = f"{1:>999999999}"\npercent = "%999999999d" % 1\n'
+        'repeated = "a" * 10**9\nimport torch\nfrom lightning.fabric import Fabric\n'
+        'fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed" + "_stage_" + str(2))\n'
+        "fabric.launch()\nmodel = fabric.setup_module(torch.nn.Linear(2, 2))\n"
+        "optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))\n"
+    )
+    tracemalloc.start()
+    try:
+        findings = analyze_source(source, str(tmp_path / "train.py")).findings
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert [(f.code, f.span.start_line + 1) for f in findings] == [("FAB001", 10)]
+    assert peak < 200 * 1024 * 1024, peak

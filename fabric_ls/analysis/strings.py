@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.run_state import RunState
@@ -13,6 +14,8 @@ from fabric_ls.analysis.values import Choice, Const, Seq, Unknown, Value
 
 # Choices in one string: their options are combined, up to this many results.
 MAX_COMBINED = 64
+# A width or precision of five digits or more in a template: the string is not built.
+_WIDE = re.compile(r"\d{5,}")
 _CONVERSIONS: dict[int, Callable[[Any], str]] = {ord("r"): repr, ord("s"): str, ord("a"): ascii}
 
 
@@ -67,6 +70,8 @@ class StringsMixin(RunState):
         constants = [part for part in parts if isinstance(part, Const)]
         if len(constants) < len(parts):
             return Unknown(text=text)
+        if any(isinstance(part.value, str) and _WIDE.search(part.value) for part in constants):
+            return Unknown(text=text)  # ``"{:>999999999}"``: a field that wide is not built
         try:
             built = build([part.value for part in constants])
         except Exception:
@@ -91,7 +96,10 @@ def _joined(node: ast.JoinedStr, values: list[Any]) -> str:
         if isinstance(spec, ast.JoinedStr):
             if not all(isinstance(piece, ast.Constant) for piece in spec.values):
                 raise ValueError("a format spec that is not constant")
-            pieces.append(format(value, "".join(str(getattr(piece, "value", "")) for piece in spec.values)))
+            written = "".join(str(getattr(piece, "value", "")) for piece in spec.values)
+            if _WIDE.search(written):
+                raise ValueError("a field too wide to build")
+            pieces.append(format(value, written))
         else:
             pieces.append(format(value))
     return "".join(pieces)

@@ -162,7 +162,7 @@ def _binop(op: ast.operator, left: Value, right: Value) -> Value:
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: lambda a, b: a + b,
     ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
+    ast.Mult: lambda a, b: a * b if _small_repeat(a, b) else _no(),
     ast.FloorDiv: lambda a, b: a // b,
     ast.Mod: lambda a, b: a % b if not isinstance(a, str) else _no(),
     ast.Div: lambda a, b: a / b,
@@ -171,6 +171,14 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
 
 def _no() -> Any:
     raise ValueError
+
+
+def _small_repeat(a: Any, b: Any) -> bool:
+    """``"-" * 80`` is computed; ``"x" * 10**9`` (a script can hold one) is not built."""
+    for sequence, count in ((a, b), (b, a)):
+        if isinstance(sequence, (str, bytes, tuple, list)) and isinstance(count, int):
+            return count * max(len(sequence), 1) <= 100_000
+    return True
 
 
 def _params_of(receiver: Value, node: ast.AST) -> Params:
