@@ -319,6 +319,8 @@ class FabricStrategiesMixin(RunState):
                     fields[name] = None
             else:
                 fields[name] = literal
+                if name == "devices" and literal is None and "devices" in given:
+                    fields["devices_none"] = True  # ``devices=None`` (``devices: null``): no count
                 if name == "accelerator" and literal is None and "accelerator" in given:
                     fields["accelerator_none"] = True  # ``accelerator=None``: no name the registry has
         return FabricConfig(**fields), tuple(provenance)

@@ -62,6 +62,8 @@ class FabricConfig:
     # ``accelerator=`` given an Accelerator object (it is not "auto"), or given None (no name).
     accelerator_object: bool = False
     accelerator_none: bool = False
+    # ``devices=None`` given (a YAML ``devices: null``): every accelerator refuses it.
+    devices_none: bool = False
     # The class of the precision plugin in ``plugins=`` ("MixedPrecision"), where one is known.
     precision_plugin: Optional[str] = None
     # The script runs in an interactive session (a notebook): "auto" on several devices forks.
@@ -289,6 +291,9 @@ def _argument_problem(config: FabricConfig) -> Optional[tuple[tuple[str, Any], .
     nodes = config.num_nodes
     if isinstance(nodes, int) and nodes < 1:
         return (("argument", "num_nodes"), ("value", nodes))
+    if config.devices_none:
+        # device_parser.py:199 for GPUs and TPUs, cpu.py:99 on the CPU: a TypeError either way.
+        return (("argument", "cpu_devices" if accelerator == "cpu" else "devices_none"), ("value", None))
     if config.devices_known and _is_no_device(config.devices):
         return (("argument", "devices"), ("value", config.devices), ("accelerator", accelerator or "auto"))
     if accelerator == "cpu" and config.devices_known and not _cpu_cores(config.devices):

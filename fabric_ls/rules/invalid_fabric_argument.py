@@ -121,6 +121,10 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
             " or pass `SingleDeviceXLAStrategy(device=...)`."
         )
         return problem, advice, None
+    if argument == "devices_none":
+        # The record's site quotes ``f"{msg} None"``: Lightning builds the sentence from a variable.
+        problem = "Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None."
+        return problem, 'Leave `devices` out for `"auto"`, or give a count: `devices=1`.', None
     if argument == "num_nodes":
         problem = _sentence("`num_nodes` must be", str(value))
         return problem, "It counts machines: `num_nodes=1` (the default) for one.", None
@@ -271,6 +275,14 @@ strategy = DDPStrategy(precision=HalfPrecision("bf16-true"))
 fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy, plugins=[HalfPrecision("bf16-true")])
 """,
         6,
+    ),
+    # No device count at all (``devices: null`` in a config).
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=None)
+""",
+        3,
     ),
     # No accelerator name at all (``accelerator: null`` in a config).
     Case(
