@@ -319,6 +319,8 @@ class FabricStrategiesMixin(RunState):
                     fields[name] = None
             else:
                 fields[name] = literal
+                if name == "num_nodes" and literal is None and "num_nodes" in given:
+                    fields["num_nodes_none"] = True
                 if name == "devices" and literal is None and "devices" in given:
                     fields["devices_none"] = True  # ``devices=None`` (``devices: null``): no count
                 if name == "accelerator" and literal is None and "accelerator" in given:

@@ -64,6 +64,8 @@ class FabricConfig:
     accelerator_none: bool = False
     # ``devices=None`` given (a YAML ``devices: null``): every accelerator refuses it.
     devices_none: bool = False
+    # ``num_nodes=None`` given: ``int(None)`` fails first of all (connector.py:112).
+    num_nodes_none: bool = False
     # The class of the precision plugin in ``plugins=`` ("MixedPrecision"), where one is known.
     precision_plugin: Optional[str] = None
     # The script runs in an interactive session (a notebook): "auto" on several devices forks.
@@ -179,6 +181,13 @@ def resolve(config: FabricConfig) -> ResolvedStrategy:
     problems: list[tuple[str, tuple[tuple[str, Any], ...]]] = []
     count = _count_devices(config.devices) if config.devices_known else None
 
+    if config.num_nodes_none:
+        # The connector converts ``num_nodes`` with ``int()`` before any other check.
+        return ResolvedStrategy(
+            None,
+            unknown_reason="`num_nodes=None` is no number",
+            problems=(("FAB038", (("argument", "num_nodes_none"), ("value", None))),),
+        )
     if not config.strategy_known:
         return ResolvedStrategy(
             None,

@@ -121,6 +121,10 @@ def _explained(values: dict[str, Any]) -> tuple[str, str, Optional[str]]:
             " or pass `SingleDeviceXLAStrategy(device=...)`."
         )
         return problem, advice, None
+    if argument == "num_nodes_none":
+        # Python's own TypeError, at connector.py:112 (``int(...)`` of the argument).
+        problem = "int() argument must be a string, a bytes-like object or a real number, not 'NoneType'."
+        return problem, "Leave `num_nodes` out for one machine, or give a count: `num_nodes=2`.", None
     if argument == "devices_none":
         # The record's site quotes ``f"{msg} None"``: Lightning builds the sentence from a variable.
         problem = "Device IDs (GPU/TPU) must be an int, a string, a sequence of ints, but you passed None."
@@ -275,6 +279,14 @@ strategy = DDPStrategy(precision=HalfPrecision("bf16-true"))
 fabric = Fabric(accelerator="cuda", devices=2, strategy=strategy, plugins=[HalfPrecision("bf16-true")])
 """,
         6,
+    ),
+    # No machine count at all (``num_nodes: null`` in a config): ``int(None)`` comes first.
+    Case(
+        """from lightning.fabric import Fabric
+
+fabric = Fabric(accelerator="cuda", devices=2, num_nodes=None)
+""",
+        3,
     ),
     # No device count at all (``devices: null`` in a config).
     Case(
