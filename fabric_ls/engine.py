@@ -189,10 +189,10 @@ def _fold_repeats(
         for index, observed in enumerate(run.observed)
     }
     found = []
-    beside = _strategies_by_site(exploration)
+    beside: dict[tuple[str, int, int], set[str]] = {}  # filled once, where a fix may be declined
     for merged in merge_findings(exploration, _span_of):
         finding = _finding(merged, settings, parsed)
-        if finding is not None and finding.fix is not None and _fix_declined(merged, beside):
+        if finding is not None and finding.fix is not None and _fix_declined(merged, beside, exploration):
             finding = replace(finding, fix=None)
         if finding is not None and not _suppressed(merged.event.parsed, finding.span, finding.code):
             found.append((position.get(id(merged.event), (0, 0)), merged, finding))
@@ -228,22 +228,20 @@ def _fold_repeats(
     return kept
 
 
-def _strategies_by_site(exploration: Exploration) -> dict[tuple[str, int, int], set[str]]:
-    """The strategy classes each ``Fabric(...)`` gets on some path (a statement split per option
-    makes one Fabric per strategy)."""
-    return {
-        site: {state.strategy.class_name for state, _ in items if state.strategy.class_name}
-        for site, items in site_conditions(exploration).items()
-    }
-
-
-def _fix_declined(merged: MergedFinding, beside: dict[tuple[str, int, int], set[str]]) -> bool:
+def _fix_declined(
+    merged: MergedFinding, beside: dict[tuple[str, int, int], set[str]], exploration: Exploration
+) -> bool:
     """A rule's fix is not offered where the same ``Fabric(...)`` may also get a strategy the fixed code
-    would fail under (the rule's ``fix_declined_beside``: FAB001's joint setup beside XLA-FSDP)."""
+    would fail under (the rule's ``fix_declined_beside``: FAB001's joint setup beside XLA-FSDP). The
+    strategy classes of each site (a statement split per option makes one Fabric per strategy, a
+    Fabric with several has them as options) are read once, the first time a rule asks."""
     declined = getattr(rules.BY_ID.get(merged.rule), "fix_declined_beside", None)
     state = merged.event.fabric
     if declined is None or state.node is None:
         return False
+    if not beside:
+        for site, items in site_conditions(exploration, describe=False).items():
+            beside[site] = {item.strategy.class_name for item, _ in items if item.strategy.class_name}
     classes = beside.get((state.path, state.node.lineno, state.node.col_offset), set())
     return bool(declined(classes, merged.event))
 

@@ -76,6 +76,16 @@ DECLINED = {
         "model = fabric.setup(model)\noptimizer = torch.optim.AdamW(model.parameters())\n"
         "optimizer = fabric.setup_optimizers(optimizer)\n",
     ),
+    # FAB001: one Fabric with XLA or XLA-FSDP (its options): XLA-FSDP refuses the joint setup (FAB011).
+    "FAB001-beside-xla-fsdp": (
+        "FAB001",
+        "import sys\nimport torch\nfrom lightning.fabric import Fabric\n"
+        "from lightning.fabric.strategies import XLAFSDPStrategy, XLAStrategy\n\n"
+        'fabric = Fabric(accelerator="tpu", devices=8, '
+        "strategy=XLAStrategy() if len(sys.argv) > 1 else XLAFSDPStrategy())\n"
+        "fabric.launch(lambda fabric: None)\nmodel = fabric.setup_module(torch.nn.Linear(4, 2))\n"
+        "optimizer = fabric.setup_optimizers(torch.optim.Adam(model.parameters()))\n",
+    ),
     # FAB017: `main` takes no parameter, so `launch(main)` would fail Lightning's other check.
     "FAB017-function-without-parameter": (
         "FAB017",

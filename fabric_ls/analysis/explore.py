@@ -262,9 +262,10 @@ def _stops_before(exploration: Exploration, root: int, calls: set[int]) -> int:
 
 
 def site_conditions(
-    exploration: Exploration,
+    exploration: Exploration, describe: bool = True
 ) -> dict[tuple[str, int, int], list[tuple[FabricState, Optional[str]]]]:
-    """For every Fabric(...) site, the strategies runs gave it and under which condition."""
+    """For every Fabric(...) site, the strategies runs gave it and under which condition (None
+    without ``describe``: the strategies alone)."""
     guards = exploration.guards
     by_site: dict[tuple[str, int, int], dict[str, tuple[FabricState, int]]] = {}
     for run in exploration.runs:
@@ -285,7 +286,9 @@ def site_conditions(
         reached = guards.any_of([guard for _, guard in labels.values()])
         items: list[tuple[FabricState, Optional[str]]] = []
         for state, guard in labels.values():
-            condition = None if len(labels) == 1 else guards.describe(guard, guards.not_(reached))
+            condition = (
+                None if len(labels) == 1 or not describe else guards.describe(guard, guards.not_(reached))
+            )
             items.append((state, None if condition == "never" else condition))
         result[key] = items
     return result

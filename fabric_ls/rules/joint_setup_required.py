@@ -30,14 +30,12 @@ def check(event: CallEvent) -> Optional[Violation]:
     strategy = event.strategy
     if not (strategy.is_a("DeepSpeedStrategy") or strategy.is_a("XLAStrategy")):
         return None
-    others = {option.strategy.class_name for _, option in event.fabric.strategy_options()}
-    if fix_declined_beside({name for name in others if name}, event):
-        return Violation(event.node, {})
     return Violation(event.node, {}, join_setup_fix(event))
 
 
 def fix_declined_beside(classes: set[str], event: CallEvent) -> bool:
-    """Whether the joint setup would fail under another strategy the same ``Fabric(...)`` may get:
+    """Whether the joint setup would fail under another strategy the same ``Fabric(...)`` may get
+    (asked by the engine with every strategy the site gets, on any path or as one Fabric's options):
     XLA-FSDP refuses it always (FAB011), FSDP and ModelParallel for a model built inside
     ``init_module(empty_init=True)`` (FAB002). The right code branches on the strategy."""
     if any(is_subclass(name, "XLAFSDPStrategy") for name in classes):
