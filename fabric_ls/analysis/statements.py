@@ -340,9 +340,14 @@ class StatementsMixin(RunState):
             self._exec_block(node.finalbody, frame)
             return
         self.try_depth += 1
-        self.try_handlers.append(handled_classes(node))
+        # What its handlers catch, and whether its body can leave it early: read once per node.
+        facts = getattr(node, "_fabric_ls_try", None)
+        if facts is None:
+            facts = (handled_classes(node), _leaves_early(node.body))
+            node._fabric_ls_try = facts  # type: ignore[attr-defined]
+        self.try_handlers.append(facts[0])
         # The paths its handlers catch go on after it, unless the body can leave it another way.
-        self.try_exits.append(None if _leaves_early(node.body) else [])
+        self.try_exits.append(None if facts[1] else [])
         catching = any(_catches_fabric_errors(handler) for handler in node.handlers)
         self.catching_fabric_errors += catching
         completed = False
