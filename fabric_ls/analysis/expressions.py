@@ -27,6 +27,7 @@ from fabric_ls.analysis.value_ops import (
     _literal_seq,
     _same_choice,
     _short,
+    static_truth,
 )
 from fabric_ls.analysis.values import (
     UNKNOWN,
@@ -389,8 +390,11 @@ class ExpressionsMixin(RunState):
                 ),
             )
         operand = self._concrete(operand)
-        if isinstance(node.op, ast.Not) and isinstance(operand, Seq) and operand.nonempty:
-            return Const(False)  # ``not ["a"]``
+        truth = (
+            static_truth(operand) if isinstance(node.op, ast.Not) and not isinstance(operand, Const) else None
+        )
+        if truth is not None:
+            return Const(not truth)  # ``not ["a"]``: as ``if`` reads it (value_ops.static_truth)
         if isinstance(operand, Const):
             try:
                 if isinstance(node.op, ast.Not):
