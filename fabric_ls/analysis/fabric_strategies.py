@@ -409,10 +409,8 @@ _ACCELERATOR_CLASSES = {
 
 
 def _accelerator_name(value: Value) -> Optional[str]:
-    """ "cuda" for a ``CUDAAccelerator()`` of Lightning; None for anything else."""
-    if not isinstance(value, Obj) or not value.library_class.startswith(
-        ("lightning.fabric.", "lightning_fabric.")
-    ):
+    """``"cuda"`` for a ``CUDAAccelerator()`` of Lightning; None for anything else."""
+    if not isinstance(value, Obj) or not value.library_class.startswith(_LIGHTNING_FABRIC):
         return None
     return _ACCELERATOR_CLASSES.get(value.library_class.rsplit(".", 1)[-1])
 
@@ -442,9 +440,7 @@ def _plugin_kinds(value: Value) -> Optional[tuple[tuple[str, str], ...]]:
         if isinstance(item, StrategyObj):
             kinds.append(("invalid", item.package))
             continue
-        if not isinstance(item, Obj) or not item.library_class.startswith(
-            ("lightning.fabric.", "lightning_fabric.")
-        ):
+        if not isinstance(item, Obj) or not item.library_class.startswith(_LIGHTNING_FABRIC):
             return None
         package = (
             "lightning_fabric" if item.library_class.startswith("lightning_fabric.") else "lightning.fabric"
