@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Iterable, Iterator, Optional
 
 from fabric_ls import rules
+from fabric_ls.analysis.edit_reuse import Baseline, moved, reusable
 from fabric_ls.analysis.events import CallEvent, FabricState, Violation
 from fabric_ls.analysis.explore import Exploration, MergedFinding, explore, merge_findings, site_conditions
 from fabric_ls.analysis.guards import FALSE, TRUE
@@ -144,10 +145,14 @@ def _analyze(
         project = Project([os.path.dirname(path)] if not path.startswith("<") else [])
     parsed = project.parse_script(source, path)
     parsed.interactive = interactive
+    key = (repr(settings), assumed, force, interactive)
+    reused = _reused(project, key, parsed)
+    if reused is not None:
+        return reused
     wanted = frozenset(rule for rule in rules.BY_ID if settings.wants(rule))
 
     exploration = explore(project, parsed, _RuleChecker(wanted), assumed, force)
-    analysis = Analysis(path=path, syntax_error=parsed.syntax_error, syntax_problem=parsed.syntax_problem)
+    analysis = Analysis(path=path)
     analysis.dependencies = tuple(sorted(exploration.dependencies))
     analysis.steps = exploration.steps
     if exploration.incomplete:
@@ -155,19 +160,48 @@ def _analyze(
     analysis.notes.extend(project.jedi_failures())
     if project.environment_problem:
         analysis.notes.append(project.environment_problem)
-
+    main_findings: list[Finding] = []
+    other_findings: list[Finding] = []
     for _, finding in _fold_repeats(exploration, settings, parsed):
-        if finding.path == path:
-            analysis.findings.append(finding)
-            continue
-        analysis.other_findings.append(finding)
-        at_call = _at_call(finding, parsed)
-        if at_call is not None:
-            analysis.findings.append(at_call)
-    analysis.findings = _unique_sorted(analysis.findings)
+        (main_findings if finding.path == path else other_findings).append(finding)
     analysis.fabric_sites = _fabric_sites(exploration, parsed)
     analysis.call_sites = _call_sites(exploration, path)
+    analysis = _assemble(analysis, main_findings, other_findings, parsed)
+    # A copy: a caller may change what it is given (a notebook's findings are put in their cells).
+    project.keep_baseline(key, Baseline(parsed, main_findings, other_findings, replace(analysis)))
     return analysis
+
+
+def _reused(project: Project, key: tuple[object, ...], parsed: ParsedSource) -> Optional[Analysis]:
+    """The last analysis of this script, moved, where the edit since cannot change it
+    (fabric_ls.analysis.edit_reuse); None where the script must be analysed."""
+    baseline = project.baseline(key, parsed.path)
+    lines = reusable(baseline, parsed) if baseline is not None else None
+    found = moved(baseline, lines) if baseline is not None and lines is not None else None
+    if baseline is None or found is None:
+        return None
+    main_findings, other_findings, previous = found
+    analysis = _assemble(
+        replace(previous, notes=list(previous.notes), reused=True), main_findings, other_findings, parsed
+    )
+    project.keep_baseline(key, Baseline(parsed, main_findings, other_findings, replace(analysis)))
+    return analysis
+
+
+def _assemble(
+    analysis: Analysis, main_findings: list[Finding], other_findings: list[Finding], parsed: ParsedSource
+) -> Analysis:
+    """The result: the script's findings (fixes that edit what a repair made up left out), each
+    finding in another file shown again at the script's call that leads there, the syntax error."""
+    findings = [replace(f, fix=fix_outside_repairs(f.fix, parsed)) if f.fix else f for f in main_findings]
+    findings += [at_call for f in other_findings if (at_call := _at_call(f, parsed)) is not None]
+    return replace(
+        analysis,
+        findings=_unique_sorted(findings),
+        other_findings=list(other_findings),
+        syntax_error=parsed.syntax_error,
+        syntax_problem=parsed.syntax_problem,
+    )
 
 
 # How a folded repeat is introduced in a finding's related information.
@@ -305,6 +339,10 @@ def _finding(
     if severity == "off":
         return None
     path, span = _span_of(event, merged.violation)
+    fix = merged.violation.fix
+    if event.parsed is not main:
+        # A fix in the script itself is checked against its repairs when the result is put together.
+        fix = fix_outside_repairs(fix, event.parsed)
     via = None
     if event.via is not None and main is not None:
         via = Origin(main.path, main.span(event.via), f"leads to the call in {os.path.basename(path)}")
@@ -317,7 +355,7 @@ def _finding(
         strategy=strategy_label,
         condition=merged.condition,
         related=_strategy_origins(state),
-        fix=fix_outside_repairs(merged.violation.fix, event.parsed),
+        fix=fix,
         via=via,
         title=record.title,
         docs_url=docs_url(record.rule, settings.docs_base_url),

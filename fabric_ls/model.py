@@ -159,3 +159,6 @@ class Analysis:
     other_findings: list[Finding] = field(default_factory=list)
     # Something limited the analysis (path budget, jedi time-outs): said, never hidden.
     notes: list[str] = field(default_factory=list)
+    # The last analysis of the script with its positions moved, not a new one: the edit since changed
+    # nothing the engine runs (fabric_ls.analysis.edit_reuse). ``steps`` are that analysis' steps.
+    reused: bool = False

@@ -1,6 +1,8 @@
 """The engine: from a script's text to the Fabric calls it makes, each with the guard it happens under.
 
     source        parse, repair half-typed code, exact positions
+    dead_code     statements no finding can depend on, which the evaluator skips
+    edit_reuse    an edit of dead statements only: the last result, its positions moved
     project       where imported modules live (jedi_bridge: the only jedi user)
     values        abstract values; trail: the undo log; guards: conditions as BDDs
     run           the evaluator (state, statements, conditions, expressions, calls, library,

@@ -7,6 +7,7 @@ import weakref
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.config_files import CONFIG_FILE_LOADS
+from fabric_ls.analysis.dead_code import is_dead, marks
 from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
 from fabric_ls.analysis.hydra_calls import HYDRA_CALLS
 from fabric_ls.analysis.join import SplitHere as _SplitHere
@@ -87,7 +88,7 @@ def _parts_of_one_choice(values: dict[Any, Value]) -> list[list[Any]]:
 # Node → the nodes under it that can make it relevant (calls, stores, returns, raises).
 # Syntax only, so kept for as long as the node lives: across edits, reparse keeps the statements an
 # edit left alone.
-_CANDIDATES: weakref.WeakKeyDictionary[ast.AST, tuple[ast.AST, ...]] = weakref.WeakKeyDictionary()
+_CANDIDATES: weakref.WeakKeyDictionary[ast.AST, tuple[int, tuple[ast.AST, ...]]] = weakref.WeakKeyDictionary()
 _CANDIDATE_TYPES = (
     ast.Call,
     ast.Name,
@@ -106,23 +107,26 @@ _PARSER_CHANGES = frozenset({"add_argument", "add", "set_defaults", "add_subpars
 
 
 def _relevance_candidates(node: ast.AST) -> tuple[ast.AST, ...]:
-    """Those nodes under ``node`` (in no particular order: relevance asks whether any is relevant).
+    """Those nodes under ``node`` (in no particular order: relevance asks whether any is relevant),
+    leaving out dead statements (fabric_ls.analysis.dead_code: nothing they do can matter).
     A block inside it lends its own list, so each node of a function is walked once, not once
     per block around it."""
     found = _CANDIDATES.get(node)
-    if found is None:
+    if found is None or found[0] != marks.version:
         collected: list[ast.AST] = [node] if _is_candidate(node) else []
         pending = [node]
         while pending:
             for child in ast.iter_child_nodes(pending.pop()):
+                if isinstance(child, ast.stmt) and is_dead(child):
+                    continue
                 if isinstance(child, ast.stmt) and hasattr(child, "body"):
                     collected.extend(_relevance_candidates(child))
                     continue
                 if _is_candidate(child):
                     collected.append(child)
                 pending.append(child)
-        found = _CANDIDATES[node] = tuple(collected)
-    return found
+        found = _CANDIDATES[node] = (marks.version, tuple(collected))
+    return found[1]
 
 
 def _is_candidate(node: ast.AST) -> bool:

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from fabric_ls.analysis.dead_code import dead_statements
 from fabric_ls.analysis.events import CallEvent, FabricState, Violation
 from fabric_ls.analysis.guards import FALSE, TRUE, Guards
 from fabric_ls.analysis.join import StopRun
@@ -85,6 +86,7 @@ def explore(
     force_strategy: bool = False,
 ) -> Exploration:
     """Run the module, then every function no run reached (entry points such as CLI targets)."""
+    dead_statements(parsed)  # marked before the source is read for its entry points
     result = Exploration()
     reached: set[int] = set()
     roots: list[Optional[ast.AST]] = [None, *entry_functions(parsed)]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from functools import partial
 from typing import Any, Iterable, Optional
 
+from fabric_ls.analysis.edit_reuse import Baseline
+from fabric_ls.analysis.external import is_external
 from fabric_ls.analysis.jedi_bridge import (
     JEDI_TIMEOUT_S,
     JediLocator,
@@ -16,45 +17,12 @@ from fabric_ls.analysis.jedi_bridge import (
 from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines
 from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_source
 
-# Packages interpreted by their import path alone; never parsed.
-EXTERNAL_PREFIXES = (
-    "torch",
-    "lightning",
-    "lightning_fabric",
-    "pytorch_lightning",
-    "lightning_utilities",
-    "numpy",
-    "transformers",
-    "deepspeed",
-    "hydra",
-    "omegaconf",
-    "torch_xla",
-    "os",
-    "sys",
-    "argparse",
-    "typing",
-    "dataclasses",
-    "functools",
-    "math",
-    "time",
-    "json",
-    "pathlib",
-    "logging",
-)
-
 # A helper module bigger than this is not parsed for values.
 MAX_HELPER_BYTES = 2_000_000
 # Scripts whose last clean parse is kept for the next edit.
 MAX_REPARSED_SCRIPTS = 8
-
-
-_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
-
-
-def is_external(dotted: str) -> bool:
-    """Known by import path, never parsed: the big ML packages and the standard library."""
-    head = dotted.split(".", 1)[0]
-    return head in EXTERNAL_PREFIXES or head in _STDLIB
+# Last analyses kept for the next edit (fabric_ls.analysis.edit_reuse), by script and settings.
+MAX_BASELINES = 16
 
 
 class Project:
@@ -68,9 +36,15 @@ class Project:
         roots: Iterable[str] = (),
         python: Optional[str] = None,
         jedi_timeout: Optional[float] = JEDI_TIMEOUT_S,
+        reuse_analyses: bool = False,
     ) -> None:
         """``jedi_timeout``: the server bounds each lookup to stay responsive; the CLI passes None,
-        so its answer never depends on how busy the machine is."""
+        so its answer never depends on how busy the machine is.
+
+        ``reuse_analyses``: keep each script's last analysis and answer an edit it cannot see with it
+        (fabric_ls.analysis.edit_reuse). The owner says when files change (``invalidate``,
+        ``set_overlay``, ``forget_baselines`` for a file created or deleted), as the server does; the
+        files an analysis read are also checked unchanged before its result is used again."""
         self.roots = [os.path.abspath(str(r)) for r in roots]
         self.jedi_timeout = jedi_timeout
         # A broken or missing environment is said once, then the server's own is used.
@@ -88,6 +62,10 @@ class Project:
         # The last version of each analysed script that parsed as it is, for reparse (a few scripts:
         # the ones being edited).
         self._last_clean: dict[str, ParsedSource] = {}
+        # The last analysis of each script (and settings), for an edit it can answer, with the stamps
+        # of the files it read.
+        self.reuse_analyses = reuse_analyses
+        self._baselines: dict[tuple[str, tuple[object, ...]], tuple[Baseline, dict[str, object]]] = {}
         self._locators: dict[str, JediLocator] = {}
         self.messages: list[str] = []
 
@@ -106,13 +84,54 @@ class Project:
         else:
             self._overlays[key] = source
         self._parsed.pop(key, None)
+        self.forget_baselines(key)
 
     def invalidate(self, path: str) -> None:
         key = os.path.abspath(path)
         self._parsed.pop(key, None)
         self._texts.pop(key, None)
+        self.forget_baselines(key)
         for locator in self._locators.values():
             locator.clear()
+
+    def baseline(self, key: tuple[object, ...], path: str) -> Optional[Baseline]:
+        """The last analysis of ``path`` with these settings (``keep_baseline``), if the files it read
+        are as they were."""
+        kept = self._baselines.get((path, key))
+        if kept is None:
+            return None
+        baseline, stamps = kept
+        if any(self._stamp(dependency) != stamp for dependency, stamp in stamps.items()):
+            del self._baselines[(path, key)]
+            return None
+        return baseline
+
+    def keep_baseline(self, key: tuple[object, ...], baseline: Baseline) -> None:
+        if not self.reuse_analyses:
+            return
+        entry = (baseline.parsed.path, key)
+        stamps = {path: self._stamp(path) for path in baseline.analysis.dependencies}
+        self._baselines.pop(entry, None)
+        self._baselines[entry] = (baseline, stamps)
+        while len(self._baselines) > MAX_BASELINES:
+            del self._baselines[next(iter(self._baselines))]
+
+    def forget_baselines(self, changed: Optional[str] = None) -> None:
+        """Drop the last analyses that read ``changed`` (every one without it: a module appeared or
+        vanished, which no analysis records as read)."""
+        for entry, (baseline, _) in list(self._baselines.items()):
+            if changed is None or changed in baseline.analysis.dependencies:
+                del self._baselines[entry]
+
+    def _stamp(self, path: str) -> object:
+        overlay = self._overlays.get(path)
+        if overlay is not None:
+            return ("overlay", hash(overlay))
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return (status.st_mtime_ns, status.st_size)
 
     def read_config_text(self, path: str) -> Optional[str]:
         """A configuration file's text (a Hydra config: never run, only read), or None."""

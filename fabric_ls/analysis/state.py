@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from fabric_ls.analysis.dead_code import dead_statements
 from fabric_ls.analysis.events import CallEvent
 from fabric_ls.analysis.join import (
     PendingReturn,
@@ -111,6 +112,8 @@ class ModuleEnv:
         self.executed = False
         self.imports: dict[str, str] = {}
         self.uid = new_uid()
+        # The statements the evaluator skips (fabric_ls.analysis.dead_code), by id.
+        self.dead = dead_statements(parsed)
 
 
 @dataclass

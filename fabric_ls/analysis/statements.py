@@ -9,6 +9,7 @@ from typing import Any, Optional
 from fabric_ls.analysis.config_files import holds_file
 from fabric_ls.analysis.events import StatementPlace
 from fabric_ls.analysis.exits import handled_classes, raised_class
+from fabric_ls.analysis.external import is_external
 from fabric_ls.analysis.guards import FALSE
 from fabric_ls.analysis.join import Break as _Break
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
@@ -21,7 +22,6 @@ from fabric_ls.analysis.join import (
     run_branches,
 )
 from fabric_ls.analysis.join import condition_key as _condition_key
-from fabric_ls.analysis.project import is_external
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     MAX_GUARD_NODES,
@@ -72,7 +72,10 @@ class StatementsMixin(RunState):
             raise StopRun()
 
     def _exec_block(self, body: list[ast.stmt], frame: Frame) -> None:
+        dead = frame.module.dead
         for index, statement in enumerate(body):
+            if id(statement) in dead:
+                continue  # nothing it does can matter (fabric_ls.analysis.dead_code)
             self._tick()
             self.places.append(StatementPlace(statement, body, index))
             try:

@@ -11,6 +11,7 @@ from typing import (
     Optional,
 )
 
+from fabric_ls.analysis.dead_code import is_dead, names_digest
 from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
@@ -456,7 +457,7 @@ def _closure(start: int, edges: dict[int, list[int]]) -> set[int]:
 
 # Definition source text → its facts. An edit re-parses the file; the functions it did not touch keep
 # their text, so the server does not walk them again on every keystroke.
-_FACTS_BY_TEXT: dict[str, tuple[bool, frozenset[str], frozenset[str]]] = {}
+_FACTS_BY_TEXT: dict[tuple[str, str], tuple[bool, frozenset[str], frozenset[str]]] = {}
 _MAX_CACHED_FACTS = 4096
 # Top-level statement text → the names Fabric calls in it read (for _interesting_names).
 _NAMES_BY_TEXT: dict[str, frozenset[str]] = {}
@@ -476,7 +477,7 @@ def _called_names(facts: tuple[bool, frozenset[str], frozenset[str]], methods: b
 
 
 def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, frozenset[str], frozenset[str]]:
-    text = _statement_text(parsed, definition)
+    text = (_statement_text(parsed, definition), names_digest(parsed))
     found = _FACTS_BY_TEXT.get(text)
     if found is None:
         mentions, loaded, attributes = _definition_facts(definition)
@@ -488,11 +489,17 @@ def _cached_facts(parsed: ParsedSource, definition: ast.AST) -> tuple[bool, froz
 
 
 def _definition_facts(definition: ast.AST) -> tuple[bool, set[str], set[str]]:
-    """One walk: does it use Fabric's API, which names and which attributes does it read?"""
+    """One walk: does it use Fabric's API, which names and which attributes does it read? (Its dead
+    statements left out: fabric_ls.analysis.dead_code.)"""
     mentions = False
     loaded: set[str] = set()
     attributes: set[str] = set()
-    for node in ast.walk(definition):
+    pending: list[ast.AST] = [definition]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.stmt) and is_dead(node):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
         if isinstance(node, ast.Name):
             if isinstance(node.ctx, ast.Load):
                 loaded.add(node.id)

@@ -154,6 +154,8 @@ class AnalysisWorker:
         self._warm_up_pending = False
         self.stats: dict[str, Any] = {
             "analyses": 0,
+            # Analyses answered with the last result, moved (fabric_ls.analysis.edit_reuse).
+            "reused": 0,
             "cache_hits": 0,
             "portability_runs": 0,
             "failures": 0,
@@ -206,6 +208,8 @@ class AnalysisWorker:
         """(Worker side: ``submit`` it.) Drop every cached analysis: a module appeared or vanished, and
         an analysis that found no module records no dependency that would invalidate it."""
         self._outcomes.clear()
+        for state in self._projects.values():
+            state.project.forget_baselines()
 
     def outcome(self, uri: str) -> Future:
         return self.submit(self._analyse, uri)
@@ -264,7 +268,7 @@ class AnalysisWorker:
         state = self._projects.get(key)
         if state is None:
             root, python = key
-            state = _ProjectState(engine.Project(roots=[root], python=python))
+            state = _ProjectState(engine.Project(roots=[root], python=python, reuse_analyses=True))
             with self._lock:
                 state.disk_changes_seen = len(self._disk_changes)
             self._projects[key] = state
@@ -328,6 +332,7 @@ class AnalysisWorker:
         analysed = time.perf_counter()
         outcome = present(document, analysis, self._context(document), state.project.environment_problem)
         self.stats["analyses"] += 1
+        self.stats["reused"] += analysis.reused
         self.stats["engine_ms"].append(round((analysed - started) * 1000, 2))
         self.stats["present_ms"].append(round((time.perf_counter() - analysed) * 1000, 2))
         versions = self.stats["analysed_versions"].setdefault(uri, deque(maxlen=50))
