@@ -163,20 +163,25 @@ marks = _Marks()
 
 
 def dead_statements(parsed: ParsedSource) -> frozenset[int]:
-    """The ``id`` of every dead statement of ``parsed``, each marked (``is_dead``) as this text says."""
-    names = module_names(parsed.tree)
+    """The ``id`` of every dead statement of ``parsed``, each marked (``is_dead``) as this text says
+    (again, where another version of the script marked a statement both share)."""
+    names = _names(parsed)
     found: set[int] = set()
     for statement in parsed.tree.body:
         found.update(id(node) for node in _dead_in(statement, names))
     return frozenset(found)
 
 
+def _names(parsed: ParsedSource) -> ModuleNames:
+    found = parsed.derived.get("module names")
+    if found is None:
+        found = parsed.derived["module names"] = module_names(parsed.tree)
+    return found  # type: ignore[no-any-return]
+
+
 def names_digest(parsed: ParsedSource) -> str:
     """What the module says about names (``ModuleNames``), as a key for caches of scans by text."""
-    found = parsed.derived.get("names digest")
-    if found is None:
-        found = parsed.derived["names digest"] = module_names(parsed.tree).digest
-    return found  # type: ignore[no-any-return]
+    return _names(parsed).digest
 
 
 def is_dead(node: ast.AST) -> bool:
@@ -187,7 +192,7 @@ def is_dead(node: ast.AST) -> bool:
 def live_forms(parsed: ParsedSource) -> list[str]:
     """Each top-level statement without its dead statements, as text with positions left out: two
     versions of a script with equal forms have the engine run the same program."""
-    names = module_names(parsed.tree)
+    names = _names(parsed)
     forms = []
     for statement in parsed.tree.body:
         cached = _FORMS.get(statement)
