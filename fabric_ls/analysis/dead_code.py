@@ -1,6 +1,6 @@
 """Statements no finding can depend on, which the engine does not run.
 
-A statement in a function body is *dead* when
+A statement in a function body of the analysed script (helper modules run as they are) is *dead* when
 
 - it binds only local names that nothing else in the function reads (or it binds nothing: an
   expression statement, ``pass``), and
@@ -27,11 +27,12 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
+import re
 import weakref
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from fabric_ls.analysis.external import is_external
 from fabric_ls.analysis.scopes import function_scope
@@ -78,8 +79,6 @@ SAFE_METHODS = frozenset(
         "abspath", "realpath", "expanduser", "with_suffix", "with_name", "as_posix",
     }
 )  # fmt: skip
-# Calls that read or run a function's locals by name: no statement of that function is dead.
-_DYNAMIC = frozenset({"locals", "vars", "eval", "exec", "dir", "globals"})
 # Expression nodes whose evaluation runs no code of the script's (apart from what their calls do).
 _PLAIN_EXPRESSIONS = (
     ast.Constant,
@@ -168,14 +167,14 @@ def dead_statements(parsed: ParsedSource) -> frozenset[int]:
     names = _names(parsed)
     found: set[int] = set()
     for statement in parsed.tree.body:
-        found.update(id(node) for node in _dead_in(statement, names))
+        found.update(id(node) for node in _dead_in(statement, names, parsed.lines))
     return frozenset(found)
 
 
 def _names(parsed: ParsedSource) -> ModuleNames:
     found = parsed.derived.get("module names")
     if found is None:
-        found = parsed.derived["module names"] = module_names(parsed.tree)
+        found = parsed.derived["module names"] = module_names(parsed.tree, parsed.lines)
     return found  # type: ignore[no-any-return]
 
 
@@ -197,70 +196,107 @@ def live_forms(parsed: ParsedSource) -> list[str]:
     for statement in parsed.tree.body:
         cached = _FORMS.get(statement)
         if cached is None or cached[0] != names.digest:
-            live = _without(statement, frozenset(id(node) for node in _dead_in(statement, names)))
+            dead = _dead_in(statement, names, parsed.lines)
+            live = _without(statement, frozenset(id(node) for node in dead))
             cached = (names.digest, ast.dump(live, annotate_fields=False, include_attributes=False))
             _FORMS[statement] = cached
         forms.append(cached[1])
     return forms
 
 
-def module_names(tree: ast.Module) -> ModuleNames:
+def module_names(tree: ast.Module, lines: list[str]) -> ModuleNames:
     bound: set[str] = set()
     defined: set[str] = set()
     workspace: set[str] = set()
     for statement in tree.body:
         found = _STATEMENT_NAMES.get(statement)
         if found is None:
-            found = _STATEMENT_NAMES[statement] = _names_of(statement)
+            first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
+            text = "".join(lines[first - 1 : statement.end_lineno or statement.lineno])
+            found = _STATEMENT_NAMES[statement] = _names_of(statement, text)
         bound |= found[0]
         defined |= found[1]
         workspace |= found[2]
     return ModuleNames(frozenset(bound), frozenset(defined), frozenset(workspace))
 
 
-def _names_of(statement: ast.stmt) -> tuple[frozenset[str], ...]:
-    bound: set[str] = set()
-    defined: set[str] = set()
+def _names_of(statement: ast.stmt, text: str) -> tuple[frozenset[str], ...]:
+    """The names a top-level statement binds at the module's level, the functions it defines (at any
+    depth: read from its text, so a ``def`` in a string counts too) and the workspace modules it
+    imports."""
+    bound: set[str] = set(_declared(text))
     workspace: set[str] = set()
-    # Names the top level binds: walk it without entering function and class bodies.
-    pending: list[ast.AST] = [statement]
+    pending: list[ast.stmt] = [statement]
     while pending:
         node = pending.pop()
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
-            bound.add(node.name)
-            continue
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        bound.update(_bound_by(node, ":=" in text))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
             for alias in node.names:
-                local = (alias.asname or alias.name).split(".")[0]
-                bound.add(local)
-                module = alias.name if isinstance(node, ast.Import) else (node.module or "")
                 if getattr(node, "level", 0) or not is_external(module or alias.name):
-                    workspace.add(local)
-            continue
-        pending.extend(ast.iter_child_nodes(node))
-    for node in ast.walk(statement):
-        if isinstance(node, _FUNCTIONS):
-            defined.add(node.name)
-        elif isinstance(node, ast.Global):
-            bound.update(node.names)
-    return frozenset(bound), frozenset(defined), frozenset(workspace)
+                    workspace.add((alias.asname or alias.name).split(".")[0])
+        if not isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+            pending.extend(_child_statements(node))
+    return frozenset(bound), frozenset(_DEFINED.findall(text)), frozenset(workspace)
 
 
-def _dead_in(statement: ast.stmt, names: ModuleNames) -> tuple[ast.stmt, ...]:
+# ``def name(`` anywhere (methods and nested functions too), and ``global a, b``.
+_DEFINED = re.compile(r"\bdef\s+([^\W\d]\w*)")
+_GLOBAL = re.compile(r"\bglobal\s+([^\n;#]+)")
+
+
+def _declared(text: str) -> list[str]:
+    return [name.strip() for names in _GLOBAL.findall(text) for name in names.split(",") if name.strip()]
+
+
+def _bound_by(statement: ast.stmt, walrus: bool) -> set[str]:
+    """The names one statement binds in its own scope (its blocks are read apart)."""
+    if isinstance(statement, (*_FUNCTIONS, ast.ClassDef)):
+        return {statement.name}
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in statement.names}
+    targets: list[ast.AST] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+        targets = [statement.target]
+    elif isinstance(statement, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in statement.items if item.optional_vars is not None]
+    elif isinstance(statement, ast.Delete):
+        targets = list(statement.targets)
+    names = {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+    if walrus:
+        # A walrus anywhere in the statement's own expressions binds in this scope too.
+        for child in ast.iter_child_nodes(statement):
+            if isinstance(child, ast.expr):
+                names.update(n.target.id for n in ast.walk(child) if isinstance(n, ast.NamedExpr))  # type: ignore[union-attr]
+    return names
+
+
+def _child_statements(node: ast.AST) -> list[ast.stmt]:
+    found: list[ast.stmt] = []
+    for name in _BLOCKS:
+        for child in getattr(node, name, None) or ():
+            if isinstance(child, ast.stmt):
+                found.append(child)
+            else:  # an ``except`` handler, a ``case``
+                found.extend(getattr(child, "body", ()))
+    return found
+
+
+def _dead_in(statement: ast.stmt, names: ModuleNames, lines: list[str]) -> tuple[ast.stmt, ...]:
     cached = _DEAD.get(statement)
     if cached is not None and cached[0] == names.digest:
         return cached[1]
     found: list[ast.stmt] = []
-    finder = _Finder(names)
-    pending: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [(statement, ())]
+    finder = _Finder(names, lines)
+    pending: list[tuple[ast.stmt, tuple[ast.AST, ...]]] = [(statement, ())]
     while pending:
         node, around = pending.pop()
         if isinstance(node, _FUNCTIONS):
             found.extend(finder.dead_statements(node, around))
             around = (*around, node)
-        pending.extend((child, around) for child in ast.iter_child_nodes(node))
+        pending.extend((child, around) for child in _child_statements(node))
     if cached is not None:
         # Marked before under other module names: the caches of what scans found may be stale.
         for node in cached[1]:
@@ -294,77 +330,88 @@ def _without(node: ast.AST, dead: frozenset[int]) -> ast.AST:
 
 
 class _Finder:
-    def __init__(self, names: ModuleNames) -> None:
+    def __init__(self, names: ModuleNames, lines: list[str]) -> None:
         self.names = names
+        self.lines = lines
 
     def dead_statements(self, function: ast.AST, enclosing: tuple[ast.AST, ...]) -> list[ast.stmt]:
+        # The statements that may be dead by their own syntax, before anything about the function is
+        # read (most functions have none).
+        first: list[tuple[ast.stmt, bool, frozenset[str]]] = []
+        bare: list[ast.stmt] = []  # ``pass``, a docstring: nothing read, bound or called
+        for statement, looping in _own_statements(function):
+            targets = _targets(statement)
+            expression = _value_of(statement) if targets is not None else None
+            if targets == frozenset() and (expression is None or _constant(expression)):
+                bare.append(statement)
+            elif targets is not None and (expression is None or self._plain(expression)):
+                first.append((statement, looping, targets))
+        if not first:
+            return bare
+        # What nothing else names in the function's text is read nowhere (a name read is a name
+        # written): kept only when no other statement's text says it. Text over-counts (a string, an
+        # attribute of the same name), so this keeps a statement rather than drop one.
+        text = self._lines_of(function)
+        if _DYNAMIC_TEXT.search(text):
+            return bare
+        kept = _unread(first, text, self._segment)
+        if not kept:
+            return bare
         scope = function_scope(function)
-        inner = _inner_nodes(function)
-        if any(
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC
-            for node in inner
-        ):
-            return []
         shadowed = set(self.names.bound) | set(scope.local_names)
         for outer in enclosing:
             shadowed |= function_scope(outer).local_names
-        candidates: dict[int, tuple[frozenset[str], Counter[str]]] = {}
-        statements: dict[int, ast.stmt] = {}
-        for statement, looping in _own_statements(function):
-            targets = _targets(statement)
-            if targets is None or not targets <= scope.local_names:
-                continue
-            expression = _value_of(statement)
-            if expression is not None and not self._plain(expression, shadowed):
-                continue
-            reads = _reads(statement)
-            if not all(_bound_before(name, node, scope, looping) for name, node in reads):
-                continue
-            candidates[id(statement)] = (targets, Counter(name for name, _ in reads))
-            statements[id(statement)] = statement
-        if not candidates:
-            return []
-        # Every read of a name in the function (nested functions, lambdas and classes included),
-        # ``del`` and ``nonlocal`` counted as reads.
-        total: Counter[str] = Counter()
-        for node in inner:
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Load, ast.Del)):
-                total[node.id] += 1
-            elif isinstance(node, (ast.Nonlocal, ast.Global)):
-                total.update(node.names)
-        dead = dict(candidates)
-        changed = True
-        while changed:
-            inside: Counter[str] = Counter()
-            for _, counted in dead.values():
-                inside.update(counted)
-            changed = False
-            for key, (targets, _) in list(dead.items()):
-                if any(total[name] > inside[name] for name in targets):
-                    del dead[key]
-                    changed = True
-        return [statements[key] for key in dead]
+        checked = [
+            (statement, looping, targets)
+            for statement, looping, targets in kept
+            if targets <= scope.local_names
+            and not _calls_shadowed(statement, shadowed)
+            and all(_bound_before(name, node, scope, looping) for name, node in _reads(statement))
+        ]
+        return [*bare, *(statement for statement, _, _ in _unread(checked, text, self._segment))]
 
-    def _plain(self, expression: ast.AST, shadowed: set[str]) -> bool:
-        """Its evaluation calls only safe builtins and safe methods (see the module's text)."""
-        for node in ast.walk(expression):
+    def _lines_of(self, node: ast.AST) -> str:
+        first = node.lineno - 1  # type: ignore[attr-defined]
+        last = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+        return "".join(self.lines[first:last])
+
+    def _segment(self, node: ast.AST) -> str:
+        """The node's own text (a statement may share its line with another: ``x = 1; use(x)``)."""
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
+        start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        lines = [line.encode("utf-8") for line in self.lines[first : last + 1]]
+        if not lines:
+            return ""
+        if len(lines) == 1:
+            return lines[0][start:end].decode("utf-8", errors="replace")
+        middle = b"".join(lines[1:-1])
+        return (lines[0][start:] + middle + lines[-1][:end]).decode("utf-8", errors="replace")
+
+    def _plain(self, expression: ast.AST) -> bool:
+        """Its evaluation calls only safe builtins and safe methods (see the module's text); whether
+        a builtin is the builtin is asked after (``_calls_shadowed``)."""
+        pending = [expression]
+        while pending:
+            node = pending.pop()
+            kind = type(node)
+            if kind is ast.Name or kind is ast.Constant:
+                continue
             if not isinstance(node, _PLAIN_EXPRESSIONS):
                 return False
-            if isinstance(node, ast.Attribute) and node.attr in RULE_WATCHED_ATTRIBUTES:
+            if kind is ast.Attribute and node.attr in RULE_WATCHED_ATTRIBUTES:  # type: ignore[attr-defined]
                 return False
-            if isinstance(node, ast.Call) and not self._safe_call(node, shadowed):
+            if kind is ast.Call and not self._safe_call(node):  # type: ignore[arg-type]
                 return False
+            pending.extend(ast.iter_child_nodes(node))
         return True
 
-    def _safe_call(self, call: ast.Call, shadowed: set[str]) -> bool:
+    def _safe_call(self, call: ast.Call) -> bool:
         if any(keyword.arg == "device" for keyword in call.keywords):
             return False  # a tensor made on a device (FAB031 reads ``device=`` keywords)
         func = call.func
         if isinstance(func, ast.Name):
-            if func.id not in SAFE_FUNCTIONS or func.id in shadowed:
-                return False
             # ``max(xs, key=f)`` calls ``f``.
-            return not any(keyword.arg == "key" for keyword in call.keywords)
+            return func.id in SAFE_FUNCTIONS and not any(keyword.arg == "key" for keyword in call.keywords)
         if isinstance(func, ast.Attribute):
             if func.attr not in SAFE_METHODS or func.attr in self.names.defined:
                 return False
@@ -375,16 +422,46 @@ class _Finder:
         return False
 
 
+def _unread(
+    found: list[tuple[ast.stmt, bool, frozenset[str]]], text: str, text_of: Callable[[ast.AST], str]
+) -> list[tuple[ast.stmt, bool, frozenset[str]]]:
+    """Those of ``found`` whose names no statement outside them names in ``text`` (reads by the others
+    of them do not count: a chain that only feeds a log line goes as a whole)."""
+    if not any(targets for _, _, targets in found):
+        return found
+    counts = Counter(_WORD.findall(text))
+    inside = [(entry, Counter(_WORD.findall(text_of(entry[0])))) for entry in found]
+    changed = True
+    while changed:
+        total: Counter[str] = Counter()
+        for _, counted in inside:
+            total.update(counted)
+        kept = [(entry, counted) for entry, counted in inside if all(counts[n] <= total[n] for n in entry[2])]
+        changed = len(kept) != len(inside)
+        inside = kept
+    return [entry for entry, _ in inside]
+
+
+# A word of the source, as an identifier is spelt (in code, a string or a comment alike).
+_WORD = re.compile(r"[^\W\d]\w*")
+# ``locals()``, ``vars()``, ``eval(...)``: a function's names read by name.
+_DYNAMIC_TEXT = re.compile(r"\b(?:locals|vars|eval|exec|dir|globals)\s*\(")
+
+
+def _constant(expression: ast.AST) -> bool:
+    return isinstance(expression, ast.Constant)
+
+
+def _calls_shadowed(statement: ast.stmt, shadowed: set[str]) -> bool:
+    """A builtin it calls is not the builtin there: a name of the module, the function or one around it."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in shadowed
+        for node in ast.walk(statement)
+    )
+
+
 def _is_match_case(node: ast.AST) -> bool:
     return type(node).__name__ == "match_case"
-
-
-def _inner_nodes(function: ast.AST) -> list[ast.AST]:
-    """Every node of the function's body, nested scopes included."""
-    found: list[ast.AST] = []
-    for statement in function.body:  # type: ignore[attr-defined]
-        found.extend(ast.walk(statement))
-    return found
 
 
 def _own_statements(function: ast.AST) -> Iterable[tuple[ast.stmt, bool]]:

@@ -112,8 +112,9 @@ class ModuleEnv:
         self.executed = False
         self.imports: dict[str, str] = {}
         self.uid = new_uid()
-        # The statements the evaluator skips (fabric_ls.analysis.dead_code), by id.
-        self.dead = dead_statements(parsed)
+        # The statements the evaluator skips (fabric_ls.analysis.dead_code), by id: the analysed script's
+        # (a helper module runs as it is; an edit of the script is what may be answered without a run).
+        self.dead = dead_statements(parsed) if is_main else frozenset()
 
 
 @dataclass
