@@ -21,12 +21,14 @@ from fabric_ls.analysis.state import (
 from fabric_ls.analysis.strategies import is_subclass
 from fabric_ls.analysis.strings import builds_text
 from fabric_ls.analysis.value_ops import (
+    MAX_LAZY_TEST_OPTIONS,
     _binop,
     _class_attribute,
     _class_method,
     _literal_seq,
     _same_choice,
     _short,
+    larger_than,
     static_truth,
 )
 from fabric_ls.analysis.values import (
@@ -250,9 +252,6 @@ class ExpressionsMixin(RunState):
             return Obj(node, frame.module.path, meta=owner.meta, attrs=attrs, library_class="torch.nn.Module")
         return Unknown(text=frame.module.parsed.segment(node))
 
-    def _expr_Index(self, node: Any, frame: Frame) -> Value:  # Python 3.8 trees
-        return self._eval(node.value, frame)
-
     def _expr_Tuple(self, node: ast.Tuple, frame: Frame) -> Value:
         starred = sum(isinstance(e, ast.Starred) for e in node.elts)
         return _literal_seq([self._eval(e, frame) for e in node.elts], is_tuple=True, starred=starred)
@@ -290,6 +289,7 @@ class ExpressionsMixin(RunState):
         test = self._eval(node.test, frame)
         if (
             isinstance(test, (Choice, Unknown))
+            and not larger_than(test, MAX_LAZY_TEST_OPTIONS)
             and self._pure(node.body, frame)
             and self._pure(node.orelse, frame)
         ):

@@ -114,6 +114,27 @@ def _same_choice(choice: Choice, options: tuple[Value, ...]) -> Choice:
     return Choice(choice.key, options, choice.descriptions, choice.subject, choice.option_texts)
 
 
+# A conditional expression whose test has more options than this is decided as an ``if`` is (the
+# statement splits): kept lazy, a test built from the last one's value (``name = f"{prefix}/{key}" if
+# prefix else key`` in a recursive helper) doubles at each level.
+MAX_LAZY_TEST_OPTIONS = 16
+
+
+def larger_than(value: Value, limit: int) -> bool:
+    """Whether ``value`` has more than ``limit`` options, nested choices flattened (counted, not built)."""
+    count = 0
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, Choice):
+            pending.extend(current.options)
+            continue
+        count += 1
+        if count > limit:
+            return True
+    return False
+
+
 def known_items(value: Value) -> Optional[list[Value]]:
     """The items of a sequence the source fixes: a list or tuple, or ``range(n)`` of a constant."""
     if isinstance(value, Seq):
