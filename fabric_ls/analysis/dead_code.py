@@ -390,17 +390,16 @@ class _Finder:
     def _plain(self, expression: ast.AST) -> bool:
         """Its evaluation calls only safe builtins and safe methods (see the module's text); whether
         a builtin is the builtin is asked after (``_calls_shadowed``)."""
-        pending = [expression]
+        pending: list[ast.AST] = [expression]
         while pending:
             node = pending.pop()
-            kind = type(node)
-            if kind is ast.Name or kind is ast.Constant:
+            if isinstance(node, (ast.Name, ast.Constant)):
                 continue
             if not isinstance(node, _PLAIN_EXPRESSIONS):
                 return False
-            if kind is ast.Attribute and node.attr in RULE_WATCHED_ATTRIBUTES:  # type: ignore[attr-defined]
+            if isinstance(node, ast.Attribute) and node.attr in RULE_WATCHED_ATTRIBUTES:
                 return False
-            if kind is ast.Call and not self._safe_call(node):  # type: ignore[arg-type]
+            if isinstance(node, ast.Call) and not self._safe_call(node):
                 return False
             pending.extend(ast.iter_child_nodes(node))
         return True
