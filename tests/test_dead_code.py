@@ -31,6 +31,8 @@ def _dead_lines(source: str) -> list[int]:
         ("def f(logger, x):\n    logger.info(f'{x:.3f}')\n    return x\n", [2]),
         # Nested functions have their own.
         ("def f():\n    def g(y):\n        z = abs(y)\n        return y\n    return g\n", [3]),
+        # A parameter is bound before the body runs.
+        ("def f(lr):\n    lr = lr * 2\n    return 1\n", [2]),
     ],
 )
 def test_dead_statements(source: str, dead: list[int]) -> None:
@@ -52,6 +54,7 @@ def test_dead_statements(source: str, dead: list[int]) -> None:
         # A builtin the module or the function replaced.
         "print = lambda *a: None\n\ndef f(x):\n    print(x)\n    return x\n",
         "def f(x, log):\n    len = log\n    n = len(x)\n    return x\n",
+        "def f(x, len):\n    n = len(x)\n    return x\n",
         "def f(xs, key):\n    m = max(xs, key=key)\n    return xs\n",
         # Python raises UnboundLocalError at a read before the binding: that ends the path.
         "def f():\n    print(name)\n    name = 'x'\n    return name\n",

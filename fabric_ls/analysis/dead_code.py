@@ -358,21 +358,28 @@ class _Finder:
         if not kept:
             return bare
         scope = function_scope(function)
-        shadowed = set(self.names.bound) | set(scope.local_names)
+        parameters = _parameters(function)
+        # A builtin is not the builtin where the module, the function (a parameter too) or a function
+        # around it binds its name.
+        shadowed = set(self.names.bound) | set(scope.local_names) | parameters
         for outer in enclosing:
-            shadowed |= function_scope(outer).local_names
+            shadowed |= function_scope(outer).local_names | _parameters(outer)
         checked = [
             (statement, looping, targets)
             for statement, looping, targets in kept
             if targets <= scope.local_names
             and not _calls_shadowed(statement, shadowed)
-            and all(_bound_before(name, node, scope, looping) for name, node in _reads(statement))
+            and all(
+                name in parameters or _bound_before(name, node, scope, looping)
+                for name, node in _reads(statement)
+            )
         ]
         return [*bare, *(statement for statement, _, _ in _unread(checked, text, self._segment))]
 
-    def _lines_of(self, node: ast.AST) -> str:
-        first = node.lineno - 1  # type: ignore[attr-defined]
-        last = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    def _lines_of(self, function: ast.AST) -> str:
+        """The lines of a function's body (its signature's names are not reads)."""
+        first = function.body[0].lineno - 1  # type: ignore[attr-defined]
+        last = function.end_lineno or function.lineno  # type: ignore[attr-defined]
         return "".join(self.lines[first:last])
 
     def _segment(self, node: ast.AST) -> str:
@@ -449,6 +456,12 @@ _DYNAMIC_TEXT = re.compile(r"\b(?:locals|vars|eval|exec|dir|globals)\s*\(")
 
 def _constant(expression: ast.AST) -> bool:
     return isinstance(expression, ast.Constant)
+
+
+def _parameters(function: ast.AST) -> set[str]:
+    arguments = function.args  # type: ignore[attr-defined]
+    found = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    return {argument.arg for argument in [*found, arguments.vararg, arguments.kwarg] if argument is not None}
 
 
 def _calls_shadowed(statement: ast.stmt, shadowed: set[str]) -> bool:
