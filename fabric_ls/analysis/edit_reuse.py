@@ -13,11 +13,13 @@ What is checked, on the text alone:
 - the lines the edit changed hold nothing the engine runs (no live statement, no compound
   statement's header, no decorator), in the old text and in the new one;
 - no comment there suppresses a finding, and the parser repaired nothing elsewhere;
-- no finding's span or related place lies in those lines, and no message names a line at or after
-  them (a message's "line 12" would move);
+- no finding's span or related place lies in those lines, and no message names one of them, or a
+  line after them where the edit added or removed lines (a message's "line 12" would move);
 - no finding in the script is of a rule with a fix: a fix reads the source as it is, dead
   statements included (FAB006 moves the code after ``launch()``, FAB005 reads the statements after
-  the backward), so an edit anywhere may change it.
+  the backward), so an edit anywhere may change it;
+- (by the Project that keeps the last result) the files it read are as they were, on disk and in the
+  editor.
 
 Anything else, and the script is analysed again. ``tests/test_edit_reuse.py`` compares the answer
 with a fresh analysis of the new text on random edits.
@@ -43,7 +45,7 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 @dataclass
 class Baseline:
-    """A script's last full analysis: its text, its pruned form, and the result's parts."""
+    """A script's last analysis: its parsed text, and the result's parts."""
 
     parsed: ParsedSource
     # The findings in the script (fixes as the rules made them: edit_reuse filters them against the
@@ -79,16 +81,16 @@ class _Declined(Exception):
 
 
 def reusable(baseline: Baseline, parsed: ParsedSource) -> Optional[LineMap]:
-    """How ``parsed`` (pruned, a later text of the same script) moved the baseline's lines, where
-    analysing it gives the baseline's result with its positions moved; None otherwise."""
+    """How ``parsed`` (a later text of the same script) moved the baseline's lines, where analysing
+    it gives the baseline's result with its positions moved; None otherwise."""
     old = baseline.parsed
-    if live_forms(old) != live_forms(parsed):
-        return None
     if old.interactive != parsed.interactive:
         return None
+    if old.text == parsed.text:
+        return LineMap(0, 0, 0)  # the same text: the same analysis
+    if live_forms(old) != live_forms(parsed):
+        return None
     lines = _changed_lines(old.lines, parsed.lines)
-    if lines.start == lines.old_end == lines.new_end:
-        return lines if _repairs_within(old, lines.start, lines.old_end) else None
     for version, end in ((old, lines.old_end), (parsed, lines.new_end)):
         if not _repairs_within(version, lines.start, end):
             return None
@@ -210,9 +212,10 @@ def _around(first: int, last: int, lines: LineMap) -> bool:
 
 
 def _words(text: str, lines: LineMap) -> str:
-    """A message or note, provided no line it names moves."""
+    """A message or note, provided no line it names moves or changed."""
     for match in _LINE_WORDS.finditer(text):
-        if int(match.group(1)) - 1 >= lines.start:
+        line = int(match.group(1)) - 1
+        if lines.start <= line < lines.old_end or (line >= lines.old_end and lines.shift):
             raise _Declined()
     return text
 
