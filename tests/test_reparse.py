@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabric_ls.analysis.project import Project
-from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines
+from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines, trailing_starts
 from fabric_ls.analysis.source import normalize_text, parse_source
 from fabric_ls.engine import analyze_source
 
@@ -83,7 +83,8 @@ def test_a_reparsed_edit_is_the_tree_a_whole_parse_gives(script, variant):
             assert again is None, "a text that does not parse as it is was re-parsed"
             # Repaired with each repaired version re-parsed from the last clean one: the same result.
             settled = settled_lines(normalize_text(edited), last_clean)
-            quick = parse_source(edited, str(script), _from(last_clean), settled)
+            trailing = trailing_starts(normalize_text(edited), last_clean)
+            quick = parse_source(edited, str(script), _from(last_clean), settled, trailing)
             assert _dump(quick.tree) == _dump(whole.tree)
             assert (quick.repaired_lines, quick.closed_lines) == (whole.repaired_lines, whole.closed_lines)
             assert quick.shifted_lines == whole.shifted_lines

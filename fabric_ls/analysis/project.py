@@ -14,7 +14,7 @@ from fabric_ls.analysis.jedi_bridge import (
     environment_problem,
     is_own_environment,
 )
-from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines
+from fabric_ls.analysis.reparse import reparse, reparse_attempt, settled_lines, trailing_starts
 from fabric_ls.analysis.source import ParsedSource, normalize_text, parse_source
 
 # A helper module bigger than this is not parsed for values.
@@ -191,11 +191,12 @@ class Project:
         if parsed is None:
             # A text being typed is repaired by re-parsing it whole: each repaired version that
             # parses is re-parsed from the last clean one first.
-            quick, settled = None, 0
+            quick, settled, trailing = None, 0, frozenset()
             if previous is not None:
                 quick = partial(reparse_attempt, previous=previous)
                 settled = settled_lines(normalize_text(text), previous)
-            parsed = parse_source(text, path, quick, settled)
+                trailing = trailing_starts(normalize_text(text), previous)
+            parsed = parse_source(text, path, quick, settled, trailing)
         if parsed.syntax_error is None and not parsed.repaired_lines and not parsed.closed_lines:
             self._last_clean.pop(path, None)
             self._last_clean[path] = parsed

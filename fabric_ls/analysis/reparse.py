@@ -102,6 +102,16 @@ def settled_lines(text: str, previous: ParsedSource) -> int:
     return found[3] if found is not None else 0
 
 
+def trailing_starts(text: str, previous: ParsedSource) -> frozenset[int]:
+    """The first lines (0-based) of the trailing statements of ``previous`` that ``text`` (normalised)
+    left as they were, at the same lines: from any of them on, the text is complete statements."""
+    found = _boundaries(text, previous)
+    if found is None:
+        return frozenset()
+    body = previous.tree.body
+    return frozenset(_lines_of(statement)[0] for statement in body[found[2] :])
+
+
 def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
     """``text``'s lines; how many leading statements of ``previous`` it keeps; the index of the
     first trailing one it keeps; the first line after the leading ones. The last answer is kept

@@ -165,6 +165,7 @@ def parse_source(
     path: str = "<string>",
     quick: Optional[Callable[[str], Union[ast.Module, SyntaxError, None]]] = None,
     settled: int = 0,
+    trailing: frozenset[int] = frozenset(),
 ) -> ParsedSource:
     """Parse ``text``; on a syntax error, blank offending lines until the rest parses.
 
@@ -172,7 +173,8 @@ def parse_source(
     Nothing raises: a file that cannot be repaired yields an empty module. From an earlier
     version that parsed (fabric_ls.analysis.reparse): ``quick`` is tried on each repaired text
     first (the tree a whole parse gives, or None); the first ``settled`` lines are complete
-    statements, so brackets left open are looked for after them.
+    statements, so brackets left open are looked for after them; from each line of ``trailing`` on,
+    the text is complete statements too, so the look stops at one once it has what it needs.
     """
     text = normalize_text(text)
     lines = split_lines(text)
@@ -218,7 +220,9 @@ def parse_source(
                 # Tokenizing costs more than a parse: only for a file that ends inside brackets.
                 untouched = settled if all(n >= settled for n in repaired | emptied) else 0
                 unclosed = (list(work), untouched, line0)
-                closed = _close_brackets(work, untouched)
+                # Repaired lines among them: those statements are not what they were.
+                intact = trailing if all(n < min(trailing, default=0) for n in repaired | emptied) else ()
+                closed = _close_brackets(work, untouched, stops=frozenset(intact))
                 if closed:
                     continue
             elif unclosed is not None:
@@ -270,9 +274,12 @@ def parse_source(
     return ParsedSource(path, text, empty, lines, first_error, problem, repaired)
 
 
-def _close_brackets(work: list[str], first: int = 0, on_opener_line: bool = False) -> dict[int, int]:
+def _close_brackets(
+    work: list[str], first: int = 0, on_opener_line: bool = False, stops: frozenset[int] = frozenset()
+) -> dict[int, int]:
     """Close, in place, the brackets still open at the end of the file (none is open before line
-    ``first``: tokenizing starts there).
+    ``first``: tokenizing starts there; each line of ``stops`` starts complete statements that run to
+    the end, where tokenizing stops once every open bracket's closing line is known).
 
     Returns each line changed and the column the closing brackets were put at.
 
@@ -292,7 +299,10 @@ def _close_brackets(work: list[str], first: int = 0, on_opener_line: bool = Fals
                 continue
             if token.type == tokenize.ERRORTOKEN and token.string[:1] in "\"'":
                 return {}  # an unterminated string: its brackets are text
-            line_starts.setdefault(first + token.start[0] - 1, (token.start[1], token.string))
+            line = first + token.start[0] - 1
+            if line in stops and line not in line_starts and _ends_known(open_brackets, line_starts, work):
+                break  # the rest is complete statements: no bracket of theirs stays open
+            line_starts.setdefault(line, (token.start[1], token.string))
             code_ends[first + token.end[0] - 1] = token.end[1]
             if token.string in _CLOSER_OF:
                 open_brackets.append((_CLOSER_OF[token.string], first + token.start[0] - 1))
@@ -330,6 +340,20 @@ def _close_brackets(work: list[str], first: int = 0, on_opener_line: bool = Fals
         column = code_ends[line]
         work[line] = work[line][:column] + closers + work[line][column:]
     return {line: code_ends[line] for line in close_at}
+
+
+def _ends_known(
+    open_brackets: list[tuple[str, int]], line_starts: dict[int, tuple[int, str]], work: list[str]
+) -> bool:
+    """Every open bracket has a later line that starts no deeper than its opener's (where it ends)."""
+    for _, opened in open_brackets:
+        depth = len(work[opened]) - len(work[opened].lstrip(" \t"))
+        if not any(
+            line > opened and column <= depth and text[:1] not in ")]}"
+            for line, (column, text) in line_starts.items()
+        ):
+            return False
+    return True
 
 
 def _refit(
