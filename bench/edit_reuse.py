@@ -5,12 +5,14 @@ For each file (the bundled scripts and examples, and the real projects ``real_pr
 ``bench/.cache/src``), a person's edits are replayed on one kept ``Project`` (as the server keeps one): a
 new line typed key by key after a simple statement of a function body (a line nothing reads, or one the
 engine runs), a comment or a blank line added. Each version is analysed with the kept project and with a
-fresh one; the two results must be equal (positions, messages, fixes, sites; not ``steps``). Prints, per
-group, the versions, how many were answered from the last result, the median time of those and of the
-others, and every mismatch (exit 1 if any).
+fresh one (jedi without a time limit, as the CLI, so that both read the same modules); the two results
+must be equal (positions, messages, fixes, sites; not ``steps``). Prints, per group, the versions, how
+many were answered from the last result, the median time of those and of the others,
+and every mismatch (exit 1 if any).
 
     python bench/edit_reuse.py                         # bundled scripts and every real project file
     python bench/edit_reuse.py --files 40 --edits 4    # fewer files per project, fewer edits per file
+    python bench/edit_reuse.py --only litgpt           # one group
 """
 
 from __future__ import annotations
@@ -86,18 +88,20 @@ class Tally:
 def check(files: list[pathlib.Path], root: pathlib.Path, edits_per_file: int, tally: Tally) -> None:
     for path in files:
         text = path.read_text(encoding="utf-8", errors="replace")
-        kept = Project([str(root)], reuse_analyses=True)
+        kept = Project([str(root)], jedi_timeout=None, reuse_analyses=True)
         analyze_source(text, str(path), project=kept)
         rng = random.Random(path.name)
         for version in edits(text, rng, edits_per_file):
             started = time.perf_counter()
             answer = analyze_source(version, str(path), project=kept)
             elapsed = (time.perf_counter() - started) * 1000
-            fresh = analyze_source(version, str(path), project=Project([str(root)]))
+            fresh = analyze_source(version, str(path), project=Project([str(root)], jedi_timeout=None))
             tally.versions += 1
             (tally.reused_ms if answer.reused else tally.analysed_ms).append(elapsed)
             if _result(answer) != _result(fresh):
-                tally.mismatches.append(str(path))
+                first, second = json.loads(_result(answer)), json.loads(_result(fresh))
+                fields = sorted(key for key in first if first[key] != second[key])
+                tally.mismatches.append(f"{path} (reused: {answer.reused}; differ: {', '.join(fields)})")
 
 
 def _median(values: list[float]) -> Optional[float]:
@@ -108,6 +112,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=0, help="files per real project (0: all)")
     parser.add_argument("--edits", type=int, default=4, help="edits per file")
+    parser.add_argument("--only", default="", help="only the groups whose name contains this")
     arguments = parser.parse_args(argv)
     groups: list[tuple[str, pathlib.Path, list[pathlib.Path]]] = [
         ("bundled", REPO, sorted([*REPO.glob("examples/**/*.py"), *REPO.glob("bench/scripts/*.py")])),
@@ -121,6 +126,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print("| group | files | versions | answered from the last result | median ms: answered | analysed |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, root, files in groups:
+        if arguments.only not in name:
+            continue
         tally = Tally()
         check(files, root, arguments.edits, tally)
         share = f"{len(tally.reused_ms)} ({100 * len(tally.reused_ms) / max(tally.versions, 1):.0f} %)"

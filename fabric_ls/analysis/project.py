@@ -191,7 +191,9 @@ class Project:
         if parsed is None:
             # A text being typed is repaired by re-parsing it whole: each repaired version that
             # parses is re-parsed from the last clean one first.
-            quick, settled, trailing = None, 0, frozenset()
+            quick = None
+            settled = 0
+            trailing: frozenset[int] = frozenset()
             if previous is not None:
                 quick = partial(reparse_attempt, previous=previous)
                 settled = settled_lines(normalize_text(text), previous)
