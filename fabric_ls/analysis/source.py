@@ -178,6 +178,8 @@ def parse_source(
     """
     text = normalize_text(text)
     lines = split_lines(text)
+    # The text as it failed: the repairs' first candidate is often that very text.
+    failed: Optional[SyntaxError] = None
     try:
         vouched = quick(text) if quick is not None else None
         if isinstance(vouched, SyntaxError):
@@ -186,6 +188,7 @@ def parse_source(
     except (SyntaxError, ValueError) as error:
         first_error = _describe(error)
         problem = _problem(error)
+        failed = error if isinstance(error, SyntaxError) else None
     except (RecursionError, MemoryError):
         first_error = "an expression is nested too deeply to analyse"
         problem = SyntaxProblem(first_error, Span(0, 0, 0, 0))
@@ -203,6 +206,10 @@ def parse_source(
     for _ in range(_MAX_REPAIRS):
         try:
             candidate = "".join(work)
+            if failed is not None:
+                error_of_text, failed = failed, None
+                if candidate == text:
+                    raise error_of_text  # parsing it again would raise the same
             vouched = quick(candidate) if quick is not None else None
             if isinstance(vouched, SyntaxError):
                 raise vouched  # what a whole parse of the candidate raises (reparse_attempt)
