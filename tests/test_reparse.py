@@ -153,6 +153,40 @@ def test_an_error_the_rest_of_the_file_could_change_is_not_vouched_for(before, a
     assert vouched is None or _whole(after) == _dump(vouched)
 
 
+PASTED = ["x = batch[\n", "y = f(a,\n    b\n", "z = {1: (2,\n", "\n\nw = [\n"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda script: script.name)
+def test_lines_pasted_with_a_bracket_open_are_repaired_as_from_a_whole_parse(script):
+    # The line count changes: the statements after the paste are found where they moved to, and the
+    # repair that stops its bracket search at them gives what repairing the whole text gives.
+    text = script.read_text(encoding="utf-8")
+    previous = parse_source(text, str(script))
+    lines = text.splitlines(keepends=True)
+    rng = random.Random("pasted " + script.name)
+    stopped = 0
+    for _ in range(12):
+        at = rng.randrange(len(lines))
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        pasted = rng.choice(PASTED).splitlines(keepends=True)
+        paste = "".join(indent + line if line.strip() else line for line in pasted)
+        edited = "".join([*lines[: at + 1], paste, *lines[at + 1 :]])
+        normal = normalize_text(edited)
+        starts = trailing_starts(normal, previous)
+        moved = normal.count("\n") - text.count("\n")
+        new_lines = normal.splitlines(keepends=True)
+        assert all(new_lines[start] == lines[start - moved] and start > at + moved for start in starts)
+        stopped += bool(starts)
+        quick = parse_source(
+            edited, str(script), _from(previous), settled_lines(normal, previous), starts
+        )
+        whole = parse_source(edited, str(script))
+        assert _dump(quick.tree) == _dump(whole.tree)
+        assert (quick.repaired_lines, quick.closed_lines) == (whole.repaired_lines, whole.closed_lines)
+        assert (quick.syntax_error, quick.syntax_problem) == (whole.syntax_error, whole.syntax_problem)
+    assert stopped > 0
+
+
 def test_typing_in_a_function_parses_only_that_function():
     text = (ROOT / "bench/scripts/realistic_train_300.py").read_text(encoding="utf-8")
     anchor = "        running += loss.item()\n"

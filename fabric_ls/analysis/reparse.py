@@ -103,13 +103,24 @@ def settled_lines(text: str, previous: ParsedSource) -> int:
 
 
 def trailing_starts(text: str, previous: ParsedSource) -> frozenset[int]:
-    """The first lines (0-based) of the trailing statements of ``previous`` that ``text`` (normalised)
-    left as they were, at the same lines: from any of them on, the text is complete statements."""
+    """The first lines (0-based, in ``text``) of the trailing statements of ``previous`` that ``text``
+    (normalised) left as they were, moved down or up by the lines the edit added or removed: from any
+    of them on, the text is complete statements."""
     found = _boundaries(text, previous)
     if found is None:
         return frozenset()
-    body = previous.tree.body
-    return frozenset(_lines_of(statement)[0] for statement in body[found[2] :])
+    new, kept_before, kept_after, _ = found
+    old, body = previous.lines, previous.tree.body
+    moved = len(new) - len(old)
+    if moved:
+        # Not reused by the re-parse (their positions changed), but still the same statements.
+        first = _first_difference(old, new)
+        tail, most = 0, min(len(old), len(new)) - first
+        while tail < most and old[-1 - tail] == new[-1 - tail]:
+            tail += 1
+        ranges = [_lines_of(statement) for statement in body]
+        kept_after = _statements_after(ranges, len(old) - 1 - tail, kept_before, old)
+    return frozenset(_lines_of(statement)[0] + moved for statement in body[kept_after:])
 
 
 def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
