@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from fabric_ls.analysis.dead_code import is_dead, live_forms
-from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.source import ParsedSource, changed_lines, statement_lines
 from fabric_ls.model import Analysis, CallSite, FabricSite, Finding, Fix, Origin, Span, StrategyCandidate
 from fabric_ls.records import get_record
 from fabric_ls.suppression import suppressed_codes
@@ -90,7 +90,7 @@ def reusable(baseline: Baseline, parsed: ParsedSource) -> Optional[LineMap]:
         return LineMap(0, 0, 0)  # the same text: the same analysis
     if live_forms(old) != live_forms(parsed):
         return None
-    lines = _changed_lines(old.lines, parsed.lines)
+    lines = LineMap(*changed_lines(old.lines, parsed.lines))
     for version, end in ((old, lines.old_end), (parsed, lines.new_end)):
         if not _repairs_within(version, lines.start, end):
             return None
@@ -123,17 +123,6 @@ def _fixes_clear(baseline: Baseline) -> None:
         raise _Declined()
 
 
-def _changed_lines(old: list[str], new: list[str]) -> LineMap:
-    start = 0
-    most = min(len(old), len(new))
-    while start < most and old[start] == new[start]:
-        start += 1
-    tail = 0
-    while tail < most - start and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
-    return LineMap(start, len(old) - tail, len(new) - tail)
-
-
 def _repairs_within(parsed: ParsedSource, start: int, end: int) -> bool:
     repaired = parsed.repaired_lines | set(parsed.closed_lines) | set(parsed.shifted_lines)
     return all(start <= line < end for line in repaired)
@@ -146,8 +135,7 @@ def _suppressing(parsed: ParsedSource, start: int, end: int) -> bool:
 def _live_lines(parsed: ParsedSource, start: int, end: int) -> bool:
     """Whether any of the lines [start, end) holds something the engine runs."""
     for statement in parsed.tree.body:
-        first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))]) - 1
-        last = (statement.end_lineno or statement.lineno) - 1
+        first, last = statement_lines(statement)
         if last < start or first >= end:
             continue
         if any(start <= line < end for line in _statement_lines(statement)):

@@ -17,9 +17,18 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar, Union
 
-from fabric_ls.analysis.source import ParsedSource, _is_code, normalize_text, parse_part, split_lines
+from fabric_ls.analysis.source import (
+    ParsedSource,
+    _is_code,
+    changed_lines,
+    normalize_text,
+    parse_part,
+    split_lines,
+    statement_lines,
+)
 
 _Answer = TypeVar("_Answer")
 
@@ -57,11 +66,11 @@ def _attempt(text: str, previous: ParsedSource) -> Union[ast.Module, SyntaxError
     found = _boundaries(text, previous)
     if found is None:
         return None
-    new, kept_before, kept_after, start = found
+    new, kept_before, kept_after, start = found.lines, found.kept_before, found.kept_after, found.start
     if new == previous.lines:
         return previous.tree
     body = previous.tree.body
-    end = _lines_of(body[kept_after])[0] if kept_after < len(body) else len(new)
+    end = statement_lines(body[kept_after])[0] if kept_after < len(body) else len(new)
     part = new[start:end]
     if part and part[-1].rstrip("\r\n").endswith("\\"):
         return None  # it would continue into the next statement
@@ -99,7 +108,7 @@ def settled_lines(text: str, previous: ParsedSource) -> int:
     """How many leading lines of ``text`` (normalised) are statements of ``previous`` it left as
     they were: a tokenizer that starts after them starts where a whole file's would be."""
     found = _boundaries(text, previous)
-    return found[3] if found is not None else 0
+    return found.start if found is not None else 0
 
 
 def trailing_starts(text: str, previous: ParsedSource) -> frozenset[int]:
@@ -109,24 +118,29 @@ def trailing_starts(text: str, previous: ParsedSource) -> frozenset[int]:
     found = _boundaries(text, previous)
     if found is None:
         return frozenset()
-    new, kept_before, kept_after, _ = found
-    old, body = previous.lines, previous.tree.body
-    moved = len(new) - len(old)
-    if moved:
-        # Not reused by the re-parse (their positions changed), but still the same statements.
-        first = _first_difference(old, new)
-        tail, most = 0, min(len(old), len(new)) - first
-        while tail < most and old[-1 - tail] == new[-1 - tail]:
-            tail += 1
-        ranges = [_lines_of(statement) for statement in body]
-        kept_after = _statements_after(ranges, len(old) - 1 - tail, kept_before, old)
-    return frozenset(_lines_of(statement)[0] + moved for statement in body[kept_after:])
+    moved = len(found.lines) - len(previous.lines)
+    return frozenset(statement_lines(s)[0] + moved for s in previous.tree.body[found.unchanged_after :])
 
 
-def _boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
-    """``text``'s lines; how many leading statements of ``previous`` it keeps; the index of the
-    first trailing one it keeps; the first line after the leading ones. The last answer is kept
-    on ``previous`` (``settled_lines`` and ``reparse_attempt`` ask for the same text)."""
+@dataclass(frozen=True)
+class _Boundaries:
+    """Where an edit lies among the top-level statements of the version it was made on."""
+
+    # The edited text's lines.
+    lines: list[str]
+    # How many leading statements it keeps, and the first line after them.
+    kept_before: int
+    start: int
+    # The first of the trailing statements it left as they were (moved, where lines were added or
+    # removed), and the first it keeps as nodes (the same, where the line count did not change:
+    # their positions are then unchanged; else none).
+    unchanged_after: int
+    kept_after: int
+
+
+def _boundaries(text: str, previous: ParsedSource) -> Optional[_Boundaries]:
+    """Where ``text`` differs from ``previous``, by statements. The last answer is kept on
+    ``previous`` (``settled_lines``, ``trailing_starts`` and ``reparse_attempt`` ask for the same text)."""
     return _for_last_text(previous, "last boundaries", text, _find_boundaries)
 
 
@@ -143,43 +157,25 @@ def _for_last_text(
     return answer
 
 
-def _find_boundaries(text: str, previous: ParsedSource) -> Optional[tuple[list[str], int, int, int]]:
+def _find_boundaries(text: str, previous: ParsedSource) -> Optional[_Boundaries]:
     if previous.syntax_error is not None or previous.repaired_lines or previous.closed_lines:
         return None
     if "barry_as_FLUFL" in text:
         return None  # a __future__ import that changes how `<>` parses, for the whole file
     old, new = previous.lines, split_lines(text)
     body = previous.tree.body
-    first = _first_difference(old, new)
+    first, old_end, _ = changed_lines(old, new)
     if first == len(old) == len(new):
-        return new, len(body), len(body), len(new)
-    # Lines at the end both texts share, never overlapping the shared start.
-    tail, most = 0, min(len(old), len(new)) - first
-    while tail < most and old[-1 - tail] == new[-1 - tail]:
-        tail += 1
+        return _Boundaries(new, len(body), len(new), len(body), len(body))
     ranges = previous.derived.get("statement lines")
     if ranges is None:
         # Kept on the parsed version: a repair re-parses from it once per attempt.
-        ranges = previous.derived["statement lines"] = [_lines_of(statement) for statement in body]
+        ranges = previous.derived["statement lines"] = [statement_lines(statement) for statement in body]
     kept_before = _statements_before(ranges, first, old)
-    kept_after = len(body)
-    if len(new) == len(old):
-        kept_after = _statements_after(ranges, len(old) - 1 - tail, kept_before, old)
+    unchanged_after = _statements_after(ranges, old_end - 1, kept_before, old)
+    kept_after = unchanged_after if len(new) == len(old) else len(body)
     start = ranges[kept_before - 1][1] + 1 if kept_before else 0
-    return new, kept_before, kept_after, start
-
-
-def _first_difference(old: list[str], new: list[str]) -> int:
-    for index, (before, after) in enumerate(zip(old, new)):
-        if before != after:
-            return index
-    return min(len(old), len(new))
-
-
-def _lines_of(statement: ast.stmt) -> tuple[int, int]:
-    """The 0-based first and last lines of a top-level statement, its decorators included."""
-    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
-    return first - 1, (statement.end_lineno or statement.lineno) - 1
+    return _Boundaries(new, kept_before, start, unchanged_after, kept_after)
 
 
 def _statements_before(ranges: list[tuple[int, int]], first_changed: int, old: list[str]) -> int:

@@ -39,6 +39,25 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+def changed_lines(old: list[str], new: list[str]) -> tuple[int, int, int]:
+    """Where ``new`` differs from ``old`` (two versions' lines): the first line that differs, and
+    where the changed lines end (exclusive) in ``old`` and in ``new``; the lines after them are the
+    same, moved by ``new_end - old_end``. The shared end never overlaps the shared start."""
+    start, most = 0, min(len(old), len(new))
+    while start < most and old[start] == new[start]:
+        start += 1
+    tail = 0
+    while tail < most - start and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    return start, len(old) - tail, len(new) - tail
+
+
+def statement_lines(statement: ast.AST) -> tuple[int, int]:
+    """The 0-based first and last lines of a statement, its decorators included."""
+    first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])  # type: ignore[attr-defined]
+    return first - 1, (statement.end_lineno or statement.lineno) - 1  # type: ignore[attr-defined]
+
+
 def _ending(line: str) -> str:
     stripped = line.rstrip("\r\n")
     return line[len(stripped) :]
