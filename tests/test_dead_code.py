@@ -145,3 +145,45 @@ def test_dead_statements_change_no_finding_under_lightning() -> None:
             assert [f.span.start_line + 1 for f in analysis.findings] == [line]
         else:
             assert outcome.error_class == "UnboundLocalError", outcome
+
+
+def _compared_attributes(tree: ast.Module) -> set[str]:
+    """Every string a rule compares an attribute's name with (``node.attr == "x"``, ``func.attr in
+    ("a", "b")``, ``node.attr in NAMES``), module-level and imported sets of names resolved."""
+    import fabric_ls.analysis.fabric_api as fabric_api
+
+    sets: dict[str, set[str]] = {
+        name: set(value) for name, value in vars(fabric_api).items() if isinstance(value, frozenset)
+    }
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            strings = {n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant)}
+            sets[node.targets[0].id] = {s for s in strings if isinstance(s, str)}
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "attr":
+            for compared in node.comparators:
+                for inner in ast.walk(compared):
+                    if isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+                        found.add(inner.value)
+                    elif isinstance(inner, ast.Name):
+                        found |= sets.get(inner.id, set())
+    return found
+
+
+def test_every_attribute_a_rule_reads_in_the_source_keeps_its_statement_alive() -> None:
+    # A rule that reads the source sees every statement, dead or not: an edit of a statement naming
+    # what it reads must be analysed again, never answered from the last result.
+    from pathlib import Path
+
+    import fabric_ls.rules as rules_package
+    from fabric_ls.analysis.dead_code import RULE_WATCHED_ATTRIBUTES, SAFE_METHODS
+
+    read: set[str] = set()
+    for path in sorted(Path(rules_package.__file__).parent.glob("*.py")):
+        read |= _compared_attributes(ast.parse(path.read_text(encoding="utf-8")))
+    assert {"setup_optimizers", "global_rank", "step"} <= read  # the scan finds what rules compare
+    assert read <= RULE_WATCHED_ATTRIBUTES, sorted(read - RULE_WATCHED_ATTRIBUTES)
+    assert not SAFE_METHODS & RULE_WATCHED_ATTRIBUTES
+    # And such a statement is not dead, even where it only binds a name nothing reads.
+    assert _dead_lines("def f(opt):\n    s = opt.step\n    return opt\n") == []

@@ -6,6 +6,7 @@ import ast
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.command_line import parser_base
+from fabric_ls.analysis.fabric_api import PARAMETER_METHODS
 from fabric_ls.analysis.guards import TRUE
 from fabric_ls.analysis.join import Break as _Break
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
@@ -26,7 +27,6 @@ from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
     MAX_DEPTH,
     MAX_RECURSION_DEPTH,
-    PARAMETER_METHODS,
     Frame,
     _NoForks,
 )

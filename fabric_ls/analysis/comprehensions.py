@@ -11,8 +11,11 @@ import ast
 import weakref
 from typing import Any, Optional
 
+from fabric_ls.analysis.fabric_api import FABRIC_METHODS
 from fabric_ls.analysis.run_state import RunState
-from fabric_ls.analysis.state import FABRIC_METHODS, Frame
+from fabric_ls.analysis.state import (
+    Frame,
+)
 from fabric_ls.analysis.value_ops import _collect_params, _first_item, known_items
 from fabric_ls.analysis.values import Const, External, Mapping, Params, Seq, Unknown, Value
 

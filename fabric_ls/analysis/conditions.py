@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.config_files import CONFIG_FILE_LOADS
 from fabric_ls.analysis.dead_code import is_dead, marks
+from fabric_ls.analysis.fabric_api import FABRIC_METHODS, PARAMETER_METHODS
 from fabric_ls.analysis.guards import TRUE, DecisionInfo, Guards
 from fabric_ls.analysis.hydra_calls import HYDRA_CALLS
 from fabric_ls.analysis.join import SplitHere as _SplitHere
@@ -16,8 +17,6 @@ from fabric_ls.analysis.join import same
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
-    FABRIC_METHODS,
-    PARAMETER_METHODS,
     Frame,
 )
 from fabric_ls.analysis.value_ops import (

@@ -35,8 +35,15 @@ from functools import cached_property
 from typing import Callable, Iterable, Optional
 
 from fabric_ls.analysis.external import is_external
+from fabric_ls.analysis.fabric_api import (
+    FABRIC_METHODS,
+    PARAMETER_METHODS,
+    RANK_ATTRIBUTES,
+    RANK_CALLS,
+    ZERO_FLAGS,
+)
 from fabric_ls.analysis.scopes import function_scope
-from fabric_ls.analysis.source import ParsedSource
+from fabric_ls.analysis.source import ParsedSource, statement_lines
 
 # Builtins that never call back into the script's code (no ``key=``) nor touch an object's state.
 SAFE_FUNCTIONS = frozenset(
@@ -107,16 +114,18 @@ _PLAIN_EXPRESSIONS = (
     ast.cmpop,
 )
 # Attributes the rules look for in the source itself (not through the evaluator): a statement naming
-# one is never dead, so what they find is the same with or without dead statements.
-RULE_WATCHED_ATTRIBUTES = frozenset(
-    {
-        "setup", "setup_module", "setup_optimizers", "setup_dataloaders", "launch", "backward",
-        "init_module", "clip_gradients", "no_backward_sync", "barrier", "broadcast", "all_gather",
-        "all_reduce", "save", "load", "parameters", "named_parameters", "global_rank", "local_rank",
-        "node_rank", "is_global_zero", "get_rank", "world_size", "strategy", "device", "cuda", "to",
-        "rank_zero_only",
-    }
-)  # fmt: skip
+# one is never dead, so an edit of it is never answered from the last result. The Fabric API and rank
+# tests as the engine knows them, and what rules read beside them: ``optimizer.step()`` (FAB024),
+# devices (FAB031), the strategy and the world. ``tests/test_dead_code.py`` checks that every
+# attribute a rule compares with is here.
+RULE_WATCHED_ATTRIBUTES = (
+    FABRIC_METHODS
+    | PARAMETER_METHODS
+    | RANK_ATTRIBUTES
+    | ZERO_FLAGS
+    | RANK_CALLS
+    | {"step", "device", "cuda", "to", "strategy", "world_size", "node_rank", "rank_zero_only"}
+)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -211,8 +220,8 @@ def module_names(tree: ast.Module, lines: list[str]) -> ModuleNames:
     for statement in tree.body:
         found = _STATEMENT_NAMES.get(statement)
         if found is None:
-            first = min([statement.lineno, *(d.lineno for d in getattr(statement, "decorator_list", ()))])
-            text = "".join(lines[first - 1 : statement.end_lineno or statement.lineno])
+            first, last = statement_lines(statement)
+            text = "".join(lines[first : last + 1])
             found = _STATEMENT_NAMES[statement] = _names_of(statement, text)
         bound |= found[0]
         defined |= found[1]

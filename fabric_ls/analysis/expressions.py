@@ -8,13 +8,13 @@ import os
 from typing import Any, Callable, Optional
 
 from fabric_ls.analysis.command_line import namespace_value
+from fabric_ls.analysis.fabric_api import FABRIC_METHODS
 from fabric_ls.analysis.join import StopRun
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.scopes import FunctionScope, function_scope
 from fabric_ls.analysis.state import (
     _BUILTINS,
     _COMPARE,
-    FABRIC_METHODS,
     MAX_EXPRESSION_DEPTH,
     Frame,
 )

@@ -15,6 +15,7 @@ from fabric_ls.analysis.events import (
     FabricState,
     PerPath,
 )
+from fabric_ls.analysis.fabric_api import FABRIC_METHODS
 from fabric_ls.analysis.guards import FALSE, TRUE
 from fabric_ls.analysis.join import CannotMerge as _CannotMerge
 from fabric_ls.analysis.join import (
@@ -23,7 +24,6 @@ from fabric_ls.analysis.join import (
 )
 from fabric_ls.analysis.run_state import RunState
 from fabric_ls.analysis.state import (
-    FABRIC_METHODS,
     Frame,
     Observed,
 )

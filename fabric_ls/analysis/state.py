@@ -29,27 +29,6 @@ FABRIC_CLASSES = frozenset(
         "lightning_fabric.fabric.Fabric",
     }
 )
-FABRIC_METHODS = frozenset(
-    {
-        "setup",
-        "setup_module",
-        "setup_optimizers",
-        "setup_dataloaders",
-        "launch",
-        "backward",
-        "init_module",
-        "clip_gradients",
-        "no_backward_sync",
-        # Collectives and checkpoints check the launch too (FAB009).
-        "barrier",
-        "broadcast",
-        "all_gather",
-        "all_reduce",
-        "save",
-        "load",
-    }
-)
-PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 # ``Fabric.__init__``'s parameters (all keyword-only, lightning 2.6.6 fabric.py), those that decide the
 # strategy first.
 STRATEGY_ARGUMENTS = ("accelerator", "strategy", "devices", "num_nodes", "precision")

@@ -12,10 +12,10 @@ from typing import (
 )
 
 from fabric_ls.analysis.dead_code import is_dead, names_digest
+from fabric_ls.analysis.fabric_api import FABRIC_METHODS
 from fabric_ls.analysis.source import ParsedSource
 from fabric_ls.analysis.state import (
     FABRIC_CLASSES,
-    FABRIC_METHODS,
     Frame,
 )
 from fabric_ls.analysis.strategies import STRATEGY_CLASSES

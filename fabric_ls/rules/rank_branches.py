@@ -11,14 +11,12 @@ import ast
 from dataclasses import dataclass
 from typing import Optional
 
+from fabric_ls.analysis.fabric_api import RANK_ATTRIBUTES, RANK_CALLS, ZERO_FLAGS
 from fabric_ls.analysis.source import ParsedSource
 
 ZERO, NONZERO = "zero", "nonzero"
-RANK_ATTRIBUTES = frozenset({"global_rank", "local_rank"})
-ZERO_FLAGS = frozenset({"is_global_zero"})
-_RANK_CALLS = frozenset({"get_rank"})  # torch.distributed.get_rank()
 # Words without which a file holds no rank test (aliases too are bound to one of them).
-_RANK_WORDS = (*RANK_ATTRIBUTES, *ZERO_FLAGS, *_RANK_CALLS, "rank_zero")
+_RANK_WORDS = (*RANK_ATTRIBUTES, *ZERO_FLAGS, *RANK_CALLS, "rank_zero")
 _FLIP = {ZERO: NONZERO, NONZERO: ZERO}
 _MIRRORED: dict[type, ast.cmpop] = {
     ast.Lt: ast.Gt(),
@@ -169,7 +167,7 @@ def _is_rank(node: ast.expr, parsed: ParsedSource, parents: _Parents, depth: int
         return node.attr in RANK_ATTRIBUTES
     if isinstance(node, ast.Call):
         func = node.func
-        return isinstance(func, ast.Attribute) and func.attr in _RANK_CALLS and not node.args
+        return isinstance(func, ast.Attribute) and func.attr in RANK_CALLS and not node.args
     if isinstance(node, ast.Name) and depth < 3:
         value = _alias(node.id, node, parsed, parents)
         return value is not None and _is_rank(value, parsed, parents, depth + 1)
