@@ -184,7 +184,8 @@ def _reused(project: Project, key: tuple[object, ...], parsed: ParsedSource) -> 
     analysis = _assemble(
         replace(previous, notes=list(previous.notes), reused=True), main_findings, other_findings, parsed
     )
-    project.keep_baseline(key, Baseline(parsed, main_findings, other_findings, replace(analysis)))
+    kept = Baseline(parsed, main_findings, other_findings, replace(analysis))
+    project.keep_baseline(key, kept, reused=True)
     return analysis
 
 

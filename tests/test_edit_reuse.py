@@ -137,3 +137,51 @@ def test_a_line_the_engine_runs_is_analysed() -> None:
     # ``total`` is read by a collective: changing what it holds is a statement the engine runs.
     changed = edited.replace("    total = 0\n", "    total = 1\n")
     assert not analyze_source(changed, "/nowhere/train.py", project=kept).reused
+
+
+HELPER_USER = (
+    "import torch\n"
+    "from lightning.fabric import Fabric\n"
+    "from helper import prepare\n\n"
+    "def main():\n"
+    '    fabric = Fabric(accelerator="cuda", devices=2, strategy="deepspeed")\n'
+    "    fabric.launch()\n"
+    "    model = torch.nn.Linear(2, 2)\n"
+    "    prepare(fabric, model)\n"
+    "    total = 0\n\n"
+    "main()\n"
+)
+HELPER_QUIET = "def prepare(fabric, model):\n    return model\n"
+# A separate optimizer setup under DeepSpeed: FAB001, in the helper module.
+HELPER_FAB001 = (
+    "import torch\n\n"
+    "def prepare(fabric, model):\n"
+    "    model = fabric.setup_module(model)\n"
+    "    return fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))\n"
+)
+
+
+@pytest.mark.parametrize("how", ["on disk", "in the editor"])
+def test_a_module_the_analysis_read_changed_so_the_script_is_analysed_again(tmp_path: Path, how: str) -> None:
+    helper = tmp_path / "helper.py"
+    helper.write_text(HELPER_QUIET, encoding="utf-8")
+    script = str(tmp_path / "train.py")
+    kept = Project([str(tmp_path)], reuse_analyses=True)
+    first = analyze_source(HELPER_USER, script, project=kept)
+    assert not first.findings and str(helper) in first.dependencies
+    # Unchanged modules: a dead line typed in the script is answered from the last result.
+    typed = HELPER_USER.replace("    total = 0\n", "    total = 0\n    print(total)\n")
+    assert analyze_source(typed, script, project=kept).reused
+    # The helper now holds FAB001; nobody told the project (a file saved by another program).
+    if how == "on disk":
+        helper.write_text(HELPER_FAB001 + "\n", encoding="utf-8")
+    else:
+        kept.set_overlay(str(helper), HELPER_FAB001)
+    again = typed.replace("    print(total)\n", "    print(total, 1)\n")
+    answer = analyze_source(again, script, project=kept)
+    assert not answer.reused
+    assert [f.code for f in answer.other_findings] == ["FAB001"]
+    fresh = Project([str(tmp_path)])
+    if how == "in the editor":
+        fresh.set_overlay(str(helper), HELPER_FAB001)
+    assert _result(answer) == _result(analyze_source(again, script, project=fresh))

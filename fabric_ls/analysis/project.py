@@ -106,11 +106,17 @@ class Project:
             return None
         return baseline
 
-    def keep_baseline(self, key: tuple[object, ...], baseline: Baseline) -> None:
+    def keep_baseline(self, key: tuple[object, ...], baseline: Baseline, reused: bool = False) -> None:
+        """Keep ``baseline`` for the next edit. ``reused``: it is the last one moved (``baseline`` has
+        just checked the same files unchanged), so their stamps are not read again."""
         if not self.reuse_analyses:
             return
         entry = (baseline.parsed.path, key)
-        stamps = {path: self._stamp(path) for path in baseline.analysis.dependencies}
+        kept = self._baselines.get(entry) if reused else None
+        if kept is not None:
+            stamps = kept[1]
+        else:
+            stamps = {path: self._stamp(path) for path in baseline.analysis.dependencies}
         self._baselines.pop(entry, None)
         self._baselines[entry] = (baseline, stamps)
         while len(self._baselines) > MAX_BASELINES:
